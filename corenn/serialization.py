@@ -420,7 +420,10 @@ def _parse_header(data: bytes, where: str) -> _Header:
     size = len(data)
     if size == 0:
         raise CheckpointError(f"{where}: file is empty")
-    _reject_known_foreign_formats(data, where)
+    if data[8:9] != b"{":
+        # Only now: a safetensors header length of e.g. 640 (0x280) also starts with the
+        # bytes of a pickle's protocol-2 marker.
+        _reject_known_foreign_formats(data, where)
     if size < 8:
         raise CheckpointError(f"{where}: file is truncated ({size} bytes; a safetensors file starts "
                               f"with an 8-byte header length)")

@@ -661,6 +661,22 @@ def test_pickles_are_refused_and_never_executed(tmp_path, protocol):
     assert canary.exists()
 
 
+@pytest.mark.parametrize("header_length", [0x280, 0x380, 0x480, 0x580])
+def test_valid_files_whose_length_bytes_look_like_a_pickle_marker_still_load(tmp_path, header_length):
+    # 0x280 as little-endian bytes is b"\x80\x02...", a pickle's protocol-2 opening.
+    for padding in range(header_length):
+        obj = {"w": corenn.tensor([1.0]), "pad": "x" * padding}
+        data = checkpoint_bytes(obj)
+        if struct.unpack("<Q", data[:8])[0] == header_length:
+            break
+    else:
+        pytest.fail(f"could not build a header of {header_length} bytes")
+    assert data[:1] == b"\x80"
+    path = tmp_path / "c.safetensors"
+    path.write_bytes(data)
+    assert_same(corenn.load(path), obj)
+
+
 def test_zip_archives_like_pytorch_pt_files_are_refused(tmp_path):
     path = tmp_path / "model.pt"
     with zipfile.ZipFile(path, "w") as archive:
