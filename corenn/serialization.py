@@ -286,9 +286,16 @@ def _atomic_write(path: str, payload: bytes) -> None:
     # Same directory so that os.replace is a rename within one file system; a leading dot
     # and the .tmp- infix keep it from looking like a checkpoint to globbing tools.
     temp = os.path.join(directory, f".{base[:200]}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        # Replacing a private (e.g. 0600) checkpoint must not make it readable by others.
+        existing_mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        existing_mode = None
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(temp, flags, 0o666)
     try:
+        if existing_mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, existing_mode)
         with os.fdopen(fd, "wb") as out:
             fd = None  # the file object owns it now
             out.write(payload)
