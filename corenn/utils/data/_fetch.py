@@ -18,28 +18,28 @@ class MapFetcher:
     def fetch(self, index):
         dataset = self.dataset
         if not self.auto_collation:
-            self.where = f"index {index!r}"
+            self.where = f"loading index {index!r}"
             data = dataset[index]
         elif self._getitems is not None:
-            self.where = f"indices {index!r} (via __getitems__)"
+            self.where = f"loading indices {index!r} (via __getitems__)"
             data = self._getitems(index)
         else:
             data = []
             for i in index:
                 self.where = i  # formatted only if something fails: this loop is hot
                 data.append(dataset[i])
-        self.where = f"the collate_fn on the batch of indices {index!r}"
+        self.where = f"running collate_fn on the batch of indices {index!r}"
         return self.collate_fn(data)
 
     def describe(self) -> str:
         where = self.where
-        return f"index {where!r}" if not isinstance(where, str) else where
+        return f"loading index {where!r}" if not isinstance(where, str) else where
 
 
 class IterableFetcher:
     def __init__(self, dataset, auto_collation, collate_fn, drop_last):
         self.auto_collation, self.collate_fn, self.drop_last = auto_collation, collate_fn, drop_last
-        self.where = "iter(dataset)"
+        self.where = "calling iter(dataset)"
         self.count = 0
         self.dataset_iter = iter(dataset)
         self.ended = False
@@ -66,9 +66,9 @@ class IterableFetcher:
                 raise StopIteration
         else:
             data = self._next()
-        self.where = f"the collate_fn on items {self.count - len(data) if self.auto_collation else self.count - 1}.." \
-                     f"{self.count - 1} of the stream"
+        first = self.count - (len(data) if self.auto_collation else 1)
+        self.where = f"running collate_fn on items {first}..{self.count - 1} of the dataset's iterator"
         return self.collate_fn(data)
 
     def describe(self) -> str:
-        return self.where if self.where is not None else f"item {self.count} of the dataset's iterator"
+        return self.where if self.where is not None else f"loading item {self.count} of the dataset's iterator"

@@ -126,7 +126,7 @@ def worker_loop(sock, dataset_kind_iterable, dataset, auto_collation, collate_fn
         try:
             fetcher = fetcher_cls(dataset, auto_collation, collate_fn, drop_last)
         except Exception as e:  # reported with the first task, as PyTorch does
-            init_error = _error_info(e, worker_id, "creating the dataset iterator (iter(dataset))")
+            init_error = _error_info(e, worker_id, "calling iter(dataset)")
 
     init_ok = True
     try:
@@ -134,7 +134,7 @@ def worker_loop(sock, dataset_kind_iterable, dataset, auto_collation, collate_fn
             init_fn(worker_id)
     except Exception as e:
         init_ok = False
-        init_error = _error_info(e, worker_id, f"worker_init_fn({worker_id})")
+        init_error = _error_info(e, worker_id, f"running worker_init_fn({worker_id})")
     if init_ok:
         start_epoch()
     while True:
@@ -157,7 +157,7 @@ def worker_loop(sock, dataset_kind_iterable, dataset, auto_collation, collate_fn
                 reply = ("stop", task_epoch, send_idx)
             else:
                 reply = ("error", task_epoch, send_idx, _error_info(
-                    RuntimeError("this worker failed to initialise (see the first error)"), worker_id, "startup"))
+                    RuntimeError("this worker failed to initialise (see the first error)"), worker_id, "starting up"))
         else:
             try:
                 packed, fd = _transport.pack(fetcher.fetch(index))

@@ -66,7 +66,7 @@ class _KeyErrorMessage(str):
 
 def _rebuild_worker_exception(info: dict, batch: int) -> BaseException:
     msg = (f"Caught {info['type_name']} in DataLoader worker {info['worker_id']} (pid {info['pid']}) "
-           f"while loading {info['where']} (batch {batch}).\nOriginal {info['traceback']}")
+           f"while {info['where']} (batch {batch}).\nOriginal {info['traceback']}")
     exc_type = info["type"]
     exc = None
     if exc_type is not None:
@@ -430,8 +430,10 @@ class _MultiProcessIter(_BaseIter):
     def _send(self, wid, msg):
         try:
             _transport.send(self._socks[wid], msg)
+            return
         except OSError:
-            self._raise_worker_died(wid)
+            pass  # the worker is gone; report it outside this handler, without the BrokenPipe noise
+        self._raise_worker_died(wid)
 
     def _try_put_index(self):
         max_tasks = self._prefetch_factor * self._num_workers
@@ -512,6 +514,8 @@ class _MultiProcessIter(_BaseIter):
                     try:
                         got = self._receive(socks[obj])
                     except _Gone:
+                        got = _GONE
+                    if got is _GONE:
                         self._raise_worker_died(socks[obj])
                     if got is not None:
                         return got
@@ -566,6 +570,7 @@ class _MultiProcessIter(_BaseIter):
 
     def _raise_worker_died(self, wid):
         w = self._workers[wid]
+        pid = w.pid
         w.join(timeout=1.0)  # the sentinel fired or the socket closed: the exit status is (nearly) there
         code = w.exitcode
         if code is None:
@@ -580,10 +585,10 @@ class _MultiProcessIter(_BaseIter):
             hint = " SIGKILL is also how the kernel's out-of-memory killer ends a process; check `dmesg`."
         elif code in (-signal.SIGSEGV, -signal.SIGBUS, -signal.SIGABRT):
             hint = " A crash in native code: its traceback (faulthandler) is on the worker's stderr."
-        msg = f"DataLoader worker {wid} (pid {w.pid}) {how} {self._describe_pending(wid)}.{hint}"
+        msg = f"DataLoader worker {wid} (pid {pid}) {how} {self._describe_pending(wid)}.{hint}"
         self._shutdown_workers()
         err = WorkerDiedError(msg)
-        err.worker_id, err.pid, err.exitcode = wid, w.pid, code
+        err.worker_id, err.pid, err.exitcode = wid, pid, code
         raise err
 
     def _raise_timeout(self):
@@ -645,3 +650,6 @@ class _WorkerFailure:
 
 class _Gone(Exception):
     pass
+
+
+_GONE = object()
