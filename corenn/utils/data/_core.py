@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-_MAX_SEED = 2**63  # seeds are non-negative int64, as in PyTorch
-
-
 def _corenn():
     import corenn
     return corenn
@@ -66,18 +63,14 @@ def stack(tensors):
 
 
 # --- random numbers -----------------------------------------------------------
-
-def numpy_rng(generator) -> np.random.Generator:
-    """The numpy Generator inside a ``corenn.Generator`` (or the default one)."""
-    if generator is None:
-        generator = _corenn().default_generator
-    return generator._rng
-
+# Through corenn's public functions, so ``corenn.manual_seed`` governs every
+# draw made without an explicit generator.
 
 def draw_seed(generator=None) -> int:
     """A fresh non-negative int64 seed drawn from ``generator`` (PyTorch's
     ``torch.empty((), dtype=torch.int64).random_(generator=g).item()``)."""
-    return int(numpy_rng(generator).integers(0, _MAX_SEED, dtype=np.int64))
+    c = _corenn()
+    return int(c.empty((), dtype=c.int64).random_(generator=generator).item())
 
 
 def new_generator(seed: int):
@@ -85,11 +78,19 @@ def new_generator(seed: int):
 
 
 def randperm(n: int, generator=None) -> list:
-    return numpy_rng(generator).permutation(n).tolist()
+    return _corenn().randperm(n, generator=generator).tolist()
 
 
 def randint(high: int, size: int, generator=None) -> list:
-    return numpy_rng(generator).integers(0, high, size=size, dtype=np.int64).tolist()
+    return _corenn().randint(0, high, (size,), generator=generator).tolist()
+
+
+def numpy_rng(generator) -> np.random.Generator:
+    """The numpy Generator inside a ``corenn.Generator``; without one, a
+    numpy Generator seeded from corenn's default generator."""
+    if generator is not None:
+        return generator._rng
+    return np.random.default_rng(draw_seed())
 
 
 def manual_seed(seed: int) -> None:
