@@ -1,0 +1,460 @@
+"""The autograd graph: ops as nodes, how an op runs, and the backward walk.
+
+An op is an :class:`Op` subclass whose ``forward`` and ``backward`` sit side by side
+and work on raw arrays of the backend's array module ``ctx.xp``. Running an op
+(:func:`run`) finds the kernel registered for (op name, device type), calls its
+forward, and -- when grad mode is on and an input requires grad -- keeps the
+kernel instance as the output's ``grad_fn``: the instance *is* the graph node and
+the ``ctx`` that holds what backward needs.
+
+Edges point from a node to what produced each input: ``(node, output_nr)`` for a
+computed tensor, ``(leaf_tensor, 0)`` for a leaf that requires grad (the leaf
+itself stands where PyTorch has an ``AccumulateGrad`` node), ``None`` otherwise.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from corenn import dispatch as _dispatch
+
+GRAD_ENABLED = True
+INFERENCE_MODE = False
+
+_tables = _dispatch.kernels._resolved
+_observers = _dispatch.observers
+_FREED = object()
+
+
+class Node:
+    """A recorded op: its edges to the inputs' producers and its saved state (``grad_fn``)."""
+
+    __slots__ = ("next_edges", "saved", "xp", "_tensor_hooks", "_pre_hooks", "_post_hooks", "__dict__",
+                 "__weakref__")
+
+    #: Name shown as ``grad_fn=<AddBackward0>``; subclasses set it.
+    grad_fn_name = "Backward"
+    num_outputs = 1
+
+    def __init__(self):
+        self.saved = ()
+        self._tensor_hooks = None
+        self._pre_hooks = None
+        self._post_hooks = None
+
+    # -- the ctx side ---------------------------------------------------------------
+    def save_for_backward(self, *arrays):
+        """Keep arrays for backward; the engine frees them after use unless retain_graph."""
+        self.saved = arrays
+
+    @property
+    def saved_arrays(self):
+        saved = self.saved
+        if saved is _FREED:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved tensors after "
+                "they have already been freed). Saved intermediate values of the graph are freed when you call "
+                ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                "graph a second time or if you need to access saved tensors after calling backward.")
+        return saved
+
+    # -- the graph side -------------------------------------------------------------
+    def name(self) -> str:
+        return self.grad_fn_name
+
+    @property
+    def next_functions(self):
+        """``((node_or_AccumulateGrad, output_nr), ...)`` per input, as PyTorch shows it."""
+        result = []
+        for edge in self.next_edges:
+            if edge is None:
+                result.append((None, 0))
+            elif isinstance(edge[0], Node):
+                result.append(edge)
+            else:
+                result.append((AccumulateGrad(edge[0]), 0))
+        return tuple(result)
+
+    def register_hook(self, hook):
+        """``hook(grad_inputs, grad_outputs) -> new grad_inputs or None``, run after this node's backward."""
+        from corenn.utils.hooks import RemovableHandle
+        if self._post_hooks is None:
+            self._post_hooks = OrderedDict()
+        handle = RemovableHandle(self._post_hooks)
+        self._post_hooks[handle.id] = hook
+        return handle
+
+    def register_prehook(self, hook):
+        """``hook(grad_outputs) -> new grad_outputs or None``, run before this node's backward."""
+        from corenn.utils.hooks import RemovableHandle
+        if self._pre_hooks is None:
+            self._pre_hooks = OrderedDict()
+        handle = RemovableHandle(self._pre_hooks)
+        self._pre_hooks[handle.id] = hook
+        return handle
+
+    def __repr__(self):
+        return f"<{self.grad_fn_name} object at {id(self):#x}>"
+
+
+class AccumulateGrad:
+    """What PyTorch shows as the node that accumulates into a leaf's ``.grad`` (display only)."""
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.next_functions = ()
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+class Op(Node):
+    """Base of every kernel: ``forward(ctx, *arrays, **params)`` and ``backward(ctx, grad_output)``.
+
+    ``forward`` returns an array (or a tuple of arrays when ``num_outputs > 1``);
+    ``backward`` returns one gradient array (or ``None``) per positional input.
+    ``differentiable = False`` marks ops whose outputs never require grad
+    (comparisons, argmax, ...). Non-array state for backward (shapes, dims) goes on
+    ``ctx`` as attributes; arrays go through ``ctx.save_for_backward``.
+    """
+
+    __slots__ = ()
+    differentiable = True
+    #: for multi-output ops: which outputs carry gradients
+    differentiable_outputs = None
+
+    @staticmethod
+    def forward(ctx, *arrays, **params):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        raise NotImplementedError
+
+    def apply_backward(self, grad_output):
+        return self.backward(self, grad_output)
+
+
+def _device_mismatch(op_name, first, other):
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                        f"{first} and {other}! (when calling {op_name})")
+
+
+def run(op_name: str, *inputs, **params):
+    """Run op ``op_name`` on ``inputs`` (tensors and plain values) and wrap the result.
+
+    This is the per-op hot path: keep it lean. The kernel comes from the resolved
+    table for the first tensor input's device type.
+    """
+    device = None
+    needs_grad = False
+    arrays = []
+    for x in inputs:
+        if x.__class__ is _Tensor or isinstance(x, _Tensor):
+            if device is None:
+                device = x._device
+            elif x._device is not device:
+                raise _device_mismatch(op_name, device, x._device)
+            arrays.append(x._data)
+            if x._requires_grad:
+                needs_grad = True
+        else:
+            arrays.append(x)
+    table = _tables.get(device.type)
+    if table is None:
+        table = _dispatch.kernels.table(device.type)
+    kernel = table.get(op_name)
+    if kernel is None:
+        kernel = _dispatch.kernels.lookup(op_name, device.type)
+    ctx = kernel()
+    ctx.xp = device._xp
+    if _observers:
+        out = _observed_forward(op_name, kernel, ctx, device, arrays, params)
+    else:
+        out = kernel.forward(ctx, *arrays, **params)
+    if needs_grad and GRAD_ENABLED and kernel.differentiable:
+        ctx.next_edges = tuple([_edge(x) for x in inputs])
+        if kernel.num_outputs == 1:
+            return _make(out, device, ctx, 0)
+        mask = kernel.differentiable_outputs
+        return tuple(_make(o, device, ctx if mask is None or mask[i] else None, i) for i, o in enumerate(out))
+    if kernel.num_outputs == 1:
+        return _make(out, device, None, 0)
+    return tuple(_make(o, device, None, 0) for o in out)
+
+
+def _observed_forward(op_name, kernel, ctx, device, arrays, params):
+    for observer in _observers:
+        observer.op_start(op_name, device, arrays)
+    out = kernel.forward(ctx, *arrays, **params)
+    for observer in reversed(_observers):
+        observer.op_end(op_name, device, out)
+    return out
+
+
+def _edge(x):
+    if x.__class__ is not _Tensor and not isinstance(x, _Tensor):
+        return None
+    if not x._requires_grad:
+        return None
+    fn = x._grad_fn
+    if fn is None:
+        return (x, 0)
+    return (fn, x._output_nr)
+
+
+def _make(array, device, grad_fn, output_nr):
+    # The one boundary where raw forward results become tensors: numpy reductions
+    # return numpy scalars, which are normalised to 0-d arrays here.
+    if array.__class__ in _SCALAR_TYPES:
+        array = _asarray(array)
+    t = _new_tensor(_Tensor)
+    t._data = array
+    t._device = device
+    t._grad_fn = grad_fn
+    t._requires_grad = grad_fn is not None
+    t._output_nr = output_nr
+    t.grad = None
+    t._hooks = None
+    t._retains_grad = False
+    t._base = None
+    return t
+
+
+# Bound by corenn.tensor.tensor once Tensor exists (avoids an import cycle).
+_Tensor = None
+_new_tensor = object.__new__
+_SCALAR_TYPES = frozenset()
+_asarray = None
+
+
+# ---------------------------------------------------------------------------------------
+# The backward walk
+# ---------------------------------------------------------------------------------------
+
+def _sum_grads(existing, new):
+    if existing is None:
+        return new
+    return existing + new
+
+
+def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_unused=False,
+                 accumulate=True):
+    """Propagate ``root_grads`` (arrays) from ``roots`` (tensors) through the graph.
+
+    With ``accumulate=True`` leaf gradients are added into ``.grad`` (``backward``);
+    otherwise the gradients of ``inputs`` are returned (``autograd.grad``). The walk is
+    iterative: each node runs once, after every gradient flowing into it has arrived.
+    """
+    # 1. Count, for every node reachable from the roots, how many edges lead into it.
+    dependencies: dict = {}
+    stack = []
+    for root in roots:
+        fn = root._grad_fn
+        if fn is not None and fn not in dependencies:
+            dependencies[fn] = 0
+            stack.append(fn)
+    while stack:
+        fn = stack.pop()
+        for edge in fn.next_edges:
+            if edge is None:
+                continue
+            target = edge[0]
+            if target.__class__ is _Tensor or isinstance(target, _Tensor):
+                continue
+            count = dependencies.get(target)
+            if count is None:
+                dependencies[target] = 1
+                stack.append(target)
+            else:
+                dependencies[target] = count + 1
+
+    # What autograd.grad captures: leaves by identity, non-leaves by (node, output_nr).
+    captured = None
+    capture_keys = None
+    if inputs is not None:
+        captured = {}
+        capture_keys = {}
+        for i, t in enumerate(inputs):
+            key = (t._grad_fn, t._output_nr) if t._grad_fn is not None else id(t)
+            capture_keys.setdefault(key, []).append(i)
+
+    buffers: dict = {}
+    ready = []
+    for root, grad in zip(roots, root_grads):
+        fn = root._grad_fn
+        if fn is None:
+            _deliver_to_leaf(root, grad, accumulate, capture_keys, captured)
+            continue
+        _add_to_buffer(buffers, fn, root._output_nr, grad)
+    for root in roots:
+        fn = root._grad_fn
+        if fn is not None and dependencies.get(fn) == 0 and fn not in ready:
+            ready.append(fn)
+
+    while ready:
+        fn = ready.pop()
+        grad_outputs = buffers.pop(fn)
+        if fn._tensor_hooks is not None:
+            grad_outputs = _run_tensor_hooks(fn, grad_outputs)
+        if capture_keys is not None:
+            for nr in range(fn.num_outputs):
+                indices = capture_keys.get((fn, nr))
+                if indices:
+                    g = grad_outputs if fn.num_outputs == 1 else grad_outputs[nr]
+                    for i in indices:
+                        captured[i] = g
+        if fn._pre_hooks is not None:
+            grad_outputs = _run_pre_hooks(fn, grad_outputs)
+        saved = fn.saved
+        if saved is _FREED:
+            fn.saved_arrays  # raises the "backward through the graph a second time" error
+        grad_inputs = fn.apply_backward(grad_outputs)
+        if not retain_graph and saved:
+            fn.saved = _FREED
+        if grad_inputs.__class__ is not tuple:
+            grad_inputs = (grad_inputs,)
+        if fn._post_hooks is not None:
+            grad_inputs = _run_post_hooks(fn, grad_inputs, grad_outputs)
+        edges = fn.next_edges
+        if len(grad_inputs) != len(edges):
+            raise RuntimeError(f"function {fn.grad_fn_name} returned an incorrect number of gradients "
+                               f"(expected {len(edges)}, got {len(grad_inputs)})")
+        for edge, grad in zip(edges, grad_inputs):
+            if edge is None:
+                continue
+            target, nr = edge
+            if target.__class__ is _Tensor or isinstance(target, _Tensor):
+                if grad is not None:
+                    _deliver_to_leaf(target, grad, accumulate, capture_keys, captured)
+                continue
+            if grad is not None:
+                _add_to_buffer(buffers, target, nr, grad)
+            remaining = dependencies[target] - 1
+            dependencies[target] = remaining
+            if remaining == 0:
+                if target in buffers:
+                    ready.append(target)
+                else:
+                    _skip_node(target, dependencies, buffers, ready)
+
+    if inputs is None:
+        return None
+    results = []
+    for i, t in enumerate(inputs):
+        g = captured.get(i)
+        if g is None and not allow_unused:
+            raise RuntimeError(f"One of the differentiated Tensors (input {i}) appears to not have been used in "
+                               "the graph. Set allow_unused=True if this is the desired behavior.")
+        results.append(g)
+    return results
+
+
+def _skip_node(fn, dependencies, buffers, ready):
+    """A node that received no gradient at all: release its dependents without running it."""
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        for edge in node.next_edges:
+            if edge is None:
+                continue
+            target = edge[0]
+            if target.__class__ is _Tensor or isinstance(target, _Tensor):
+                continue
+            remaining = dependencies[target] - 1
+            dependencies[target] = remaining
+            if remaining == 0:
+                if target in buffers:
+                    ready.append(target)
+                else:
+                    stack.append(target)
+
+
+def _add_to_buffer(buffers, fn, nr, grad):
+    if fn.num_outputs == 1:
+        existing = buffers.get(fn)
+        buffers[fn] = grad if existing is None else existing + grad
+        return
+    slots = buffers.get(fn)
+    if slots is None:
+        slots = buffers[fn] = [None] * fn.num_outputs
+    slots[nr] = grad if slots[nr] is None else slots[nr] + grad
+
+
+def _deliver_to_leaf(leaf, grad, accumulate, capture_keys, captured):
+    if leaf._hooks is not None:
+        grad = _call_tensor_hooks(leaf._hooks.values(), grad, leaf._device)
+    if capture_keys is not None:
+        for i in capture_keys.get(id(leaf), ()):
+            previous = captured.get(i)
+            captured[i] = grad if previous is None else previous + grad
+        return
+    if not accumulate:
+        return
+    if leaf.grad is None:
+        # Own the array: the gradient buffer may be shared with other nodes' outputs.
+        if grad.shape != leaf._data.shape:
+            grad = leaf._device._xp.broadcast_to(grad, leaf._data.shape)
+        if grad.dtype != leaf._data.dtype:
+            grad = grad.astype(leaf._data.dtype)
+        leaf.grad = _make(grad.copy(), leaf._device, None, 0)
+    else:
+        existing = leaf.grad
+        existing._data = existing._data + grad
+
+
+def _call_tensor_hooks(hooks, grad, device):
+    for hook in list(hooks):
+        result = hook(_make(grad, device, None, 0))
+        if result is not None:
+            grad = result._data
+    return grad
+
+
+def _run_tensor_hooks(fn, grad_outputs):
+    if fn.num_outputs == 1:
+        hooks = fn._tensor_hooks.get(0)
+        if hooks and grad_outputs is not None:
+            grad_outputs = _call_tensor_hooks(hooks.values(), grad_outputs, _device_of(grad_outputs))
+        return grad_outputs
+    grad_outputs = list(grad_outputs)
+    for nr, hooks in fn._tensor_hooks.items():
+        if hooks and grad_outputs[nr] is not None:
+            grad_outputs[nr] = _call_tensor_hooks(hooks.values(), grad_outputs[nr], _device_of(grad_outputs[nr]))
+    return grad_outputs
+
+
+def _device_of(array):
+    from corenn.tensor.tensor import device_of_array
+    return device_of_array(array)
+
+
+def _wrap_grads(grads):
+    if grads is None:
+        return None
+    if isinstance(grads, (tuple, list)):
+        return tuple(None if g is None else _make(g, _device_of(g), None, 0) for g in grads)
+    return (_make(grads, _device_of(grads), None, 0),)
+
+
+def _unwrap_grads(tensors, like):
+    arrays = tuple(None if t is None else t._data for t in tensors)
+    return arrays if isinstance(like, (tuple, list)) else arrays[0]
+
+
+def _run_pre_hooks(fn, grad_outputs):
+    for hook in list(fn._pre_hooks.values()):
+        result = hook(_wrap_grads(grad_outputs))
+        if result is not None:
+            grad_outputs = _unwrap_grads(result, grad_outputs if fn.num_outputs > 1 else None)
+    return grad_outputs
+
+
+def _run_post_hooks(fn, grad_inputs, grad_outputs):
+    for hook in list(fn._post_hooks.values()):
+        result = hook(_wrap_grads(grad_inputs), _wrap_grads(grad_outputs))
+        if result is not None:
+            grad_inputs = tuple(None if t is None else t._data for t in result)
+    return grad_inputs

@@ -1,0 +1,1 @@
+"""Built-in device backends (registered as plugins, like third-party backends)."""

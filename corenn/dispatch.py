@@ -1,0 +1,261 @@
+"""Devices, backends and the kernel registry: where an op finds the code that runs it.
+
+A *backend* owns a device type (``cpu``, ``cuda``, ...): its array module ``xp``
+(numpy, cupy), transfers, RNG, synchronisation and memory statistics. A *kernel*
+is an op's forward and backward for one device type (or ``"*"``: any backend
+whose ``xp`` speaks the numpy API). Both registries are filled through the
+plugin hooks in :mod:`corenn.hookspecs`; the core's own ``cpu`` backend and
+kernels arrive the same way a third-party plugin's do.
+
+Kernel lookup is one dict access per op: registrations are resolved into
+``resolved[device_type][op_name]`` whenever the registry changes.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import attrs
+
+__all__ = ["device", "Backend", "KernelRegistration", "backends", "kernels", "get_backend",
+           "available_devices", "known_device_providers"]
+
+
+# Device types that first-party plugins provide, so an unknown device can say what to install.
+known_device_providers = {
+    "cuda": "corenn-cuda (pip install ./plugins/cuda_backend; needs an NVIDIA GPU and cupy)",
+}
+
+_DEVICE_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)(?::(\d+))?$")
+
+
+class device:
+    """Where a tensor lives: ``corenn.device('cpu')``, ``corenn.device('cuda:1')``, ``device('cuda', 0)``.
+
+    Devices compare by type and index; ``str(d)`` is ``'cuda:1'``, ``repr(d)`` is
+    ``device(type='cuda', index=1)`` as in PyTorch. Only device types with a
+    registered backend can be created.
+    """
+
+    __slots__ = ("type", "index", "_xp")
+    _cache: dict = {}
+
+    def __new__(cls, type_or_spec, index: int | None = None):
+        if isinstance(type_or_spec, device):
+            if index is not None and index != type_or_spec.index:
+                raise ValueError(f"device {type_or_spec} already has an index; cannot also pass index={index}")
+            return type_or_spec
+        key = (type_or_spec, index)
+        cached = cls._cache.get(key)
+        if cached is not None:
+            return cached
+        if not isinstance(type_or_spec, str):
+            raise TypeError(f"device() expects a string such as 'cpu' or 'cuda:0', got {type(type_or_spec).__name__}")
+        match = _DEVICE_RE.match(type_or_spec.strip())
+        if match is None:
+            raise RuntimeError(f"Invalid device string: {type_or_spec!r} (expected 'type' or 'type:index', "
+                               f"e.g. 'cpu' or 'cuda:0')")
+        device_type, parsed_index = match.group(1), match.group(2)
+        if parsed_index is not None:
+            if index is not None:
+                raise ValueError(f"device string {type_or_spec!r} already has an index; cannot also pass index={index}")
+            index = int(parsed_index)
+        if index is not None and index < 0:
+            raise RuntimeError(f"Device index must not be negative, got {index}")
+        canonical = cls._cache.get((device_type, index))
+        if canonical is not None:  # 'cuda:0' and ('cuda', 0) are one object: ops compare devices by identity
+            cls._cache[key] = canonical
+            return canonical
+        backend = get_backend(device_type)  # raises a helpful error for unknown device types
+        self = object.__new__(cls)
+        object.__setattr__(self, "type", device_type)
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "_xp", backend.xp)  # read by every op: kept on the device
+        cls._cache[key] = cls._cache[(device_type, index)] = self
+        return self
+
+    def __setattr__(self, name, value):
+        raise AttributeError("corenn.device is immutable")
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (RuntimeError, ValueError, TypeError):
+                return False
+        return isinstance(other, device) and self.type == other.type and self.index == other.index
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+@attrs.define(eq=False)
+class Backend:
+    """A device type's implementation, registered through ``corenn_register_backends``.
+
+    ``xp`` is the array module (numpy-compatible). ``to_device(array, index)`` moves a
+    host (numpy) or foreign array onto this device; ``to_host(array)`` returns a numpy
+    array. ``default_index`` is the index tensors get when a device is named without
+    one (``None`` for devices without indices, like ``cpu``).
+    """
+
+    type: str
+    xp: Any
+    to_device: Callable[[Any, Any], Any]
+    to_host: Callable[[Any], Any]
+    device_count: Callable[[], int] = lambda: 1
+    synchronize: Callable[[Any], None] = lambda index=None: None
+    memory_stats: Callable[[Any], dict] = lambda index=None: {}
+    random_generator: Callable[[int], Any] | None = None
+    default_index: int | None = None
+    description: str = ""
+    source: str = "core"
+
+    def array_device_index(self, array) -> int | None:
+        """The device index an array lives on (cupy arrays know theirs)."""
+        dev = getattr(array, "device", None)
+        return getattr(dev, "id", self.default_index)
+
+
+@attrs.define(frozen=True)
+class KernelRegistration:
+    """One kernel for ``op`` on ``device_type`` (``"*"`` = every numpy-API backend).
+
+    ``kernel`` is an :class:`corenn.autograd.function.Op` subclass: its ``forward``
+    and ``backward`` side by side. The highest ``priority`` wins; the core's kernels
+    have priority 0, so a plugin overrides one by registering with priority > 0.
+    """
+
+    op: str
+    device_type: str
+    kernel: Any
+    priority: int = 0
+    source: str = "core"
+
+
+class BackendRegistry:
+    def __init__(self):
+        self._backends: dict[str, Backend] = {}
+
+    def register(self, backend: Backend) -> None:
+        existing = self._backends.get(backend.type)
+        if existing is not None and existing is not backend:
+            raise ValueError(f"device type {backend.type!r} is already provided by {existing.source}; "
+                             f"{backend.source} cannot register it again")
+        self._backends[backend.type] = backend
+
+    def unregister(self, device_type: str) -> None:
+        self._backends.pop(device_type, None)
+        device._cache.clear()
+        kernels._resolved.pop(device_type, None)
+
+    def get(self, device_type: str) -> Backend:
+        backend = self._backends.get(device_type)
+        if backend is not None:
+            return backend
+        from corenn import plugins
+
+        if plugins.ensure_loaded():  # the first call may load plugins that bring this device
+            backend = self._backends.get(device_type)
+            if backend is not None:
+                return backend
+        available = ", ".join(sorted(self._backends)) or "none"
+        message = f"unknown device type {device_type!r}; available devices: {available}."
+        provider = known_device_providers.get(device_type)
+        if provider:
+            failed = plugins.status_of_device_provider(device_type)
+            message += f" The {device_type!r} device is provided by the plugin {provider}" + (
+                f"; {failed}" if failed else ", which is not installed") + "."
+        raise RuntimeError(message)
+
+    def __iter__(self):
+        return iter(list(self._backends.values()))
+
+    def __contains__(self, device_type):
+        return device_type in self._backends
+
+
+class KernelRegistry:
+    """Kernels keyed by (op name, device type), highest priority first."""
+
+    def __init__(self):
+        self._registrations: dict[str, list[KernelRegistration]] = {}
+        self._resolved: dict[str, dict[str, Any]] = {}
+
+    def register(self, registration: KernelRegistration) -> None:
+        entries = self._registrations.setdefault(registration.op, [])
+        entries.append(registration)
+        # Stable sort: among equal priorities the first registered wins.
+        entries.sort(key=lambda r: -r.priority)
+        self._resolved.clear()
+
+    def unregister_source(self, source: str) -> None:
+        for op, entries in self._registrations.items():
+            entries[:] = [r for r in entries if r.source != source]
+        self._resolved.clear()
+
+    def registrations(self, op: str | None = None) -> list[KernelRegistration]:
+        if op is not None:
+            return list(self._registrations.get(op, ()))
+        return [r for entries in self._registrations.values() for r in entries]
+
+    def table(self, device_type: str) -> dict[str, Any]:
+        """``op -> kernel`` for one device type (cached; rebuilt after any registration)."""
+        table = self._resolved.get(device_type)
+        if table is None:
+            table = {}
+            for op, entries in self._registrations.items():
+                for r in entries:
+                    if r.device_type == device_type or r.device_type == "*":
+                        table[op] = r.kernel
+                        break
+            self._resolved[device_type] = table
+        return table
+
+    def lookup(self, op: str, device_type: str):
+        try:
+            return self.table(device_type)[op]
+        except KeyError:
+            raise NotImplementedError(f"no kernel for op {op!r} on device type {device_type!r}") from None
+
+    def source_of(self, op: str, device_type: str) -> str:
+        for r in self._registrations.get(op, ()):
+            if r.device_type in (device_type, "*"):
+                return r.source
+        return "none"
+
+
+backends = BackendRegistry()
+kernels = KernelRegistry()
+
+
+def get_backend(device_type: str) -> Backend:
+    return backends.get(device_type)
+
+
+def available_devices() -> list[str]:
+    """Device strings usable on this machine, e.g. ``['cpu', 'cuda:0']``."""
+    found = []
+    for backend in backends:
+        count = backend.device_count()
+        if backend.default_index is None:
+            found.append(backend.type)
+        else:
+            found.extend(f"{backend.type}:{i}" for i in range(count))
+    return found
+
+
+# Op observation (the profiler's entry point). The hot path tests one module global;
+# observers are called only while at least one is active.
+observers: list = []

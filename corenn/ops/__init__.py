@@ -1,0 +1,74 @@
+"""corenn's ops, one file per family; each op's kernel (forward + backward) lives beside its front end.
+
+This module is also the built-in plugin that registers the core kernels for every
+numpy-API backend (device type ``"*"``, priority 0) and binds the op functions
+as ``Tensor`` methods (``t.exp()`` is ``corenn.exp(t)``).
+"""
+from __future__ import annotations
+
+from corenn.dispatch import KernelRegistration
+from corenn.hookspecs import hookimpl
+from corenn.ops import elementwise, linalg, movement, nn, reduce
+from corenn.ops._kernel import CORE_KERNELS
+from corenn.ops.elementwise import *  # noqa: F401,F403
+from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bitwise_left_shift,  # noqa: F401
+                                   bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, clamp, div, eq,
+                                   floor_divide, ge, gt, le, lerp, lt, masked_fill, mul, ne, neg, pow, remainder, rsub,
+                                   sub)
+from corenn.ops.linalg import addmm, baddbmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer  # noqa: F401
+from corenn.ops.movement import *  # noqa: F401,F403
+from corenn.ops.movement import (broadcast_tensors, cat, chunk, gather, index_add, index_fill, index_select,  # noqa
+                                 scatter, scatter_add, split, stack, unbind)
+from corenn.ops.nn import linear, log_softmax, softmax  # noqa: F401
+from corenn.ops.reduce import *  # noqa: F401,F403
+from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F401,A004
+
+
+@hookimpl
+def corenn_register_kernels():
+    return [KernelRegistration(op=name, device_type="*", kernel=cls, priority=0, source="corenn.ops")
+            for name, cls in CORE_KERNELS.items()]
+
+
+# Functions that are also Tensor methods under the same name (``t.sum(1)`` is ``sum(t, 1)``).
+TENSOR_METHODS = """
+add sub subtract mul multiply div divide true_divide floor_divide remainder fmod pow float_power maximum minimum
+eq ne lt le gt ge greater greater_equal less less_equal not_equal logical_and logical_or logical_xor logical_not
+bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isnan isinf isfinite signbit
+neg negative abs absolute sign exp exp2 expm1 log log2 log10 log1p sqrt rsqrt square reciprocal sin cos tan tanh
+sigmoid relu erf floor ceil round trunc fix clamp clip clamp_min clamp_max where masked_fill addcmul addcdiv lerp
+xlogy nan_to_num
+sum nansum mean prod max min amax amin aminmax argmax argmin var std logsumexp norm all any count_nonzero cumsum
+cumprod
+reshape view view_as reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t movedim
+moveaxis expand expand_as broadcast_to repeat tile contiguous clone split chunk tensor_split unbind narrow select
+nonzero argwhere masked_select gather take_along_dim scatter scatter_add index_select index_add index_fill index_put
+tril triu flip fliplr flipud roll argsort sort topk unique diagonal diag trace
+matmul mm bmm mv dot inner outer ger addmm baddbmm
+softmax log_softmax
+""".split()
+
+
+def _bind_methods(tensor_cls):
+    namespace = globals()
+    for name in TENSOR_METHODS:
+        setattr(tensor_cls, name, namespace[name])
+    tensor_cls.T = property(movement._T)
+    tensor_cls.mT = property(movement._mT)
+    for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",
+                 "sign", "reciprocal", "sin", "cos", "square", "clamp_min", "clamp_max", "fmod", "remainder",
+                 "tril", "triu", "logical_not", "where", "log1p",
+                 "expm1", "erf", "index_put"):
+        _bind_inplace(tensor_cls, name, namespace[name])
+
+
+def _bind_inplace(tensor_cls, name, function):
+    if hasattr(tensor_cls, name + "_"):
+        return
+
+    def method(self, *args, **kwargs):
+        return self._inplace_from(function(self, *args, **kwargs))
+
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place version of :meth:`{name}`."
+    setattr(tensor_cls, name + "_", method)

@@ -1,0 +1,116 @@
+"""What every op file uses: the kernel decorator, broadcasting-gradient reduction, operand coercion."""
+from __future__ import annotations
+
+import numbers
+
+from corenn import _dtype
+from corenn.autograd.node import Op, run  # noqa: F401 - re-exported for the op files
+from corenn.tensor.tensor import Tensor, as_tensor
+
+#: every core kernel, registered for device type "*" through the core's ``corenn_register_kernels``
+CORE_KERNELS: dict[str, type] = {}
+
+
+def kernel(name: str, grad_fn_name: str | None = None):
+    """Class decorator: register ``cls`` as the core kernel of op ``name``.
+
+    ``grad_fn_name`` is what ``tensor.grad_fn`` prints (PyTorch's name for the node).
+    """
+    def decorate(cls):
+        cls.op_name = name
+        if grad_fn_name is not None:
+            cls.grad_fn_name = grad_fn_name
+        if name in CORE_KERNELS:
+            raise ValueError(f"op {name!r} defined twice")
+        CORE_KERNELS[name] = cls
+        return cls
+    return decorate
+
+
+def sum_to_shape(grad, shape):
+    """Reduce a broadcast gradient back to ``shape`` (the inverse of broadcasting)."""
+    if grad.shape == shape:
+        return grad
+    leading = grad.ndim - len(shape)
+    axes = tuple(range(leading)) + tuple(
+        i + leading for i, size in enumerate(shape) if size == 1 and grad.shape[i + leading] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(shape)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The broadcast shape, or RuntimeError naming the first mismatching sizes (PyTorch's message)."""
+    ndim = max(len(s) for s in shapes)
+    result = [1] * ndim
+    for shape_index, shape in enumerate(shapes):
+        offset = ndim - len(shape)
+        for i, size in enumerate(shape):
+            current = result[offset + i]
+            if current == 1:
+                result[offset + i] = size
+            elif size != 1 and size != current:
+                raise RuntimeError(f"The size of tensor a ({current}) must match the size of tensor b ({size}) at "
+                                   f"non-singleton dimension {offset + i} (shapes {list(shapes[0])} and "
+                                   f"{list(shape)} cannot be broadcast together)")
+    return tuple(result)
+
+
+def run_broadcasting(op_name, input, other, **params):
+    """Run a broadcasting op; a shape mismatch becomes PyTorch's message naming both shapes."""
+    try:
+        return run(op_name, input, other, **params)
+    except ValueError:
+        shapes = [x._data.shape for x in (input, other) if isinstance(x, Tensor)]
+        if len(shapes) == 2:
+            broadcast_shapes(*shapes)
+        raise
+
+
+def is_scalar(value) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, Tensor)
+
+
+def promote_pair(input, other):
+    """Bring a tensor and a tensor-or-scalar to PyTorch's common dtype before a binary op."""
+    if not isinstance(input, Tensor):
+        input = _coerce(input, other)
+    if isinstance(other, Tensor):
+        if input._data.dtype != other._data.dtype:
+            target = _dtype.result_type(input, other)
+            if input.dtype is not target:
+                input = input.to(target)
+            if other.dtype is not target:
+                other = other.to(target)
+        return input, other
+    if is_scalar(other):
+        target = _dtype.dtype_with_scalar(input.dtype, other)
+        if target is not input.dtype:
+            input = input.to(target)
+        return input, other
+    return promote_pair(input, _coerce(other, input))
+
+
+def _coerce(value, like):
+    if isinstance(value, Tensor):
+        return value
+    if is_scalar(value):
+        device = like._device if isinstance(like, Tensor) else None
+        return as_tensor(value, device=device)
+    try:
+        return as_tensor(value, device=like._device if isinstance(like, Tensor) else None)
+    except (TypeError, ValueError):
+        raise TypeError(f"unsupported operand type: expected a Tensor or a number, got {type(value).__name__}") from None
+
+
+def to_floating(input: Tensor) -> Tensor:
+    """Integer and bool inputs of floating ops (exp, sqrt, ...) compute in the default float dtype."""
+    if input.dtype.is_floating_point:
+        return input
+    return input.to(_dtype.get_default_dtype())
+
+
+def check_tensor(value, name: str, op: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(value).__name__}")
+    return value

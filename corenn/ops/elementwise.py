@@ -1,0 +1,1030 @@
+"""Elementwise ops: arithmetic, comparisons, logic and math functions.
+
+Each kernel's forward and backward sit together and use ``ctx.xp``, the array
+module of the inputs. Binary kernels take an array or a Python scalar as their
+second operand; broadcasting gradients are reduced back with ``sum_to_shape``.
+"""
+from __future__ import annotations
+
+import math
+
+from corenn import _dtype
+from corenn.ops._kernel import Op, kernel, promote_pair, run, run_broadcasting, sum_to_shape, to_floating
+from corenn.tensor.tensor import Tensor
+
+
+def _shape(x):
+    return getattr(x, "shape", None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Arithmetic
+# ---------------------------------------------------------------------------------------------------------
+
+@kernel("add", "AddBackward0")
+class Add(Op):
+    @staticmethod
+    def forward(ctx, a, b, alpha=1):
+        ctx.a_shape, ctx.b_shape, ctx.alpha = a.shape, _shape(b), alpha
+        return a + b if alpha == 1 else a + alpha * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_b = None
+        if ctx.b_shape is not None:
+            grad_b = sum_to_shape(grad if ctx.alpha == 1 else grad * ctx.alpha, ctx.b_shape)
+        return sum_to_shape(grad, ctx.a_shape), grad_b
+
+
+@kernel("sub", "SubBackward0")
+class Sub(Op):
+    @staticmethod
+    def forward(ctx, a, b, alpha=1):
+        ctx.a_shape, ctx.b_shape, ctx.alpha = a.shape, _shape(b), alpha
+        return a - b if alpha == 1 else a - alpha * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_b = None
+        if ctx.b_shape is not None:
+            grad_b = sum_to_shape(-grad if ctx.alpha == 1 else grad * -ctx.alpha, ctx.b_shape)
+        return sum_to_shape(grad, ctx.a_shape), grad_b
+
+
+@kernel("mul", "MulBackward0")
+class Mul(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        b_shape = _shape(b)
+        return sum_to_shape(grad * b, a.shape), None if b_shape is None else sum_to_shape(grad * a, b_shape)
+
+
+@kernel("div", "DivBackward0")
+class Div(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        b_shape = _shape(b)
+        grad_a = sum_to_shape(grad / b, a.shape)
+        if b_shape is None:
+            return grad_a, None
+        return grad_a, sum_to_shape(-grad * a / (b * b), b_shape)
+
+
+@kernel("floor_divide")
+class FloorDivide(Op):
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return ctx.xp.floor_divide(a, b)
+
+
+@kernel("trunc_divide")
+class TruncDivide(Op):
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, a, b):
+        xp = ctx.xp
+        if a.dtype.kind == "f":
+            return xp.trunc(a / b)
+        quotient = xp.floor_divide(a, b)  # integers: round toward zero, not toward -inf
+        return quotient + ((quotient < 0) & (quotient * b != a))
+
+
+@kernel("remainder", "RemainderBackward0")
+class Remainder(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return ctx.xp.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        b_shape = _shape(b)
+        grad_b = None if b_shape is None else sum_to_shape(-grad * ctx.xp.floor_divide(a, b), b_shape)
+        return sum_to_shape(grad, a.shape), grad_b
+
+
+@kernel("fmod", "FmodBackward0")
+class Fmod(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return ctx.xp.fmod(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        b_shape = _shape(b)
+        grad_b = None if b_shape is None else sum_to_shape(-grad * ctx.xp.trunc(a / b), b_shape)
+        return sum_to_shape(grad, a.shape), grad_b
+
+
+@kernel("pow", "PowBackward0")
+class Pow(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        out = a ** b
+        ctx.save_for_backward(a, b, out)
+        if _shape(b) is not None:
+            ctx.grad_fn_name = "PowBackward1"
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, out = ctx.saved_arrays
+        xp = ctx.xp
+        b_shape = _shape(b)
+        if b_shape is None:  # scalar exponent: PowBackward0
+            grad_a = grad * b * a ** (b - 1) if b != 0 else grad * 0
+            return grad_a, None
+        grad_a = sum_to_shape(grad * b * xp.where(b == 0, 0, a ** xp.where(b == 0, 1, b - 1)), a.shape)
+        # d(a^b)/db = a^b log(a), taken as 0 where a == 0 and b >= 0 (PyTorch's convention)
+        log_a = xp.log(xp.where(a == 0, 1, a))
+        grad_b = sum_to_shape(grad * xp.where((a == 0) & (b >= 0), 0, out * log_a), b_shape)
+        return grad_a, grad_b
+
+
+@kernel("maximum", "MaximumBackward0")
+class Maximum(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return ctx.xp.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        # Ties split the gradient evenly, as PyTorch does.
+        a_wins = (a > b) + 0.5 * (a == b)
+        return sum_to_shape(grad * a_wins, a.shape), sum_to_shape(grad * (1 - a_wins), b.shape)
+
+
+@kernel("minimum", "MinimumBackward0")
+class Minimum(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return ctx.xp.minimum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        a_wins = (a < b) + 0.5 * (a == b)
+        return sum_to_shape(grad * a_wins, a.shape), sum_to_shape(grad * (1 - a_wins), b.shape)
+
+
+def add(input, other, *, alpha=1, out=None):
+    """``input + alpha * other`` with broadcasting (``torch.add``)."""
+    input, other = promote_pair(input, other)
+    return _maybe_out(run_broadcasting("add", input, other, alpha=alpha), out)
+
+
+def sub(input, other, *, alpha=1, out=None):
+    """``input - alpha * other`` with broadcasting (``torch.sub``)."""
+    input, other = promote_pair(input, other)
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    return _maybe_out(run_broadcasting("sub", input, other, alpha=alpha), out)
+
+
+subtract = sub
+
+
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``."""
+    input, other = promote_pair(input, other)
+    if not isinstance(other, Tensor):
+        other = Tensor._wrap(input._device._xp.asarray(other, dtype=input._data.dtype), input._device)
+    return run_broadcasting("sub", other, input, alpha=alpha)
+
+
+def mul(input, other, *, out=None):
+    """Elementwise product with broadcasting (``torch.mul``)."""
+    input, other = promote_pair(input, other)
+    return _maybe_out(run_broadcasting("mul", input, other), out)
+
+
+multiply = mul
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    """True division; ``rounding_mode='trunc'`` or ``'floor'`` for integer-style division (``torch.div``)."""
+    input, other = promote_pair(input, other)
+    if rounding_mode is None:
+        if not input.dtype.is_floating_point:
+            input = input.to(_dtype.get_default_dtype())
+            if isinstance(other, Tensor):
+                other = other.to(input.dtype)
+        return _maybe_out(run_broadcasting("div", input, other), out)
+    if rounding_mode == "floor":
+        return run_broadcasting("floor_divide", input, other)
+    if rounding_mode == "trunc":
+        return run_broadcasting("trunc_divide", input, other)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+
+
+divide = true_divide = div
+
+
+def floor_divide(input, other):
+    input, other = promote_pair(input, other)
+    return run_broadcasting("floor_divide", input, other)
+
+
+def remainder(input, other):
+    """Python-style modulus (sign of the divisor), ``torch.remainder``."""
+    input, other = promote_pair(input, other)
+    return run_broadcasting("remainder", input, other)
+
+
+def fmod(input, other):
+    """C-style modulus (sign of the dividend), ``torch.fmod``."""
+    input, other = promote_pair(input, other)
+    return run_broadcasting("fmod", input, other)
+
+
+def pow(input, exponent):
+    """``input ** exponent``; integer tensors raised to float exponents become float (``torch.pow``)."""
+    if not isinstance(input, Tensor):
+        exponent_tensor = exponent
+        input = Tensor._wrap(exponent_tensor._device._xp.asarray(
+            input, dtype=_dtype.dtype_with_scalar(exponent_tensor.dtype, input).numpy), exponent_tensor._device)
+    input, exponent = promote_pair(input, exponent)
+    return run_broadcasting("pow", input, exponent)
+
+
+def float_power(input, exponent):
+    return pow(input.to(_dtype.float64), exponent.to(_dtype.float64) if isinstance(exponent, Tensor) else exponent)
+
+
+def maximum(input, other):
+    input, other = promote_pair(input, other)
+    return run_broadcasting("maximum", input, other)
+
+
+def minimum(input, other):
+    input, other = promote_pair(input, other)
+    return run_broadcasting("minimum", input, other)
+
+
+def _maybe_out(result, out):
+    if out is None:
+        return result
+    out.copy_(result) if out.shape == result.shape else _replace(out, result)
+    return out
+
+
+def _replace(out, result):
+    out._data = result._data.astype(out._data.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Comparisons and logic (no gradients)
+# ---------------------------------------------------------------------------------------------------------
+
+def _comparison(name, numpy_name):
+    @kernel(name)
+    class Comparison(Op):
+        differentiable = False
+
+        @staticmethod
+        def forward(ctx, a, b):
+            return getattr(ctx.xp, numpy_name)(a, b)
+
+    Comparison.__name__ = Comparison.__qualname__ = name.capitalize()
+
+    def compare(input, other):
+        if other is None:
+            return False if name == "eq" else True  # ``t == None`` as Python objects compare
+        input, other = promote_pair(input, other)
+        return run_broadcasting(name, input, other)
+
+    compare.__name__ = name
+    compare.__doc__ = f"Elementwise ``{numpy_name}`` with broadcasting; returns a bool tensor (``torch.{name}``)."
+    return compare
+
+
+eq = _comparison("eq", "equal")
+ne = _comparison("ne", "not_equal")
+lt = _comparison("lt", "less")
+le = _comparison("le", "less_equal")
+gt = _comparison("gt", "greater")
+ge = _comparison("ge", "greater_equal")
+logical_and = _comparison("logical_and", "logical_and")
+logical_or = _comparison("logical_or", "logical_or")
+logical_xor = _comparison("logical_xor", "logical_xor")
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+
+def _bitwise(name, numpy_name):
+    @kernel(name)
+    class Bitwise(Op):
+        differentiable = False
+
+        @staticmethod
+        def forward(ctx, a, b):
+            return getattr(ctx.xp, numpy_name)(a, b)
+
+    def bitwise(input, other):
+        input, other = promote_pair(input, other)
+        if input.dtype.is_floating_point:
+            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}': bitwise operators "
+                               "need integer or bool tensors")
+        return run_broadcasting(name, input, other)
+
+    bitwise.__name__ = name
+    return bitwise
+
+
+def _type_name(d):
+    return {"float16": "Half", "float32": "Float", "float64": "Double"}.get(d.name, d.name)
+
+
+bitwise_and = _bitwise("bitwise_and", "bitwise_and")
+bitwise_or = _bitwise("bitwise_or", "bitwise_or")
+bitwise_xor = _bitwise("bitwise_xor", "bitwise_xor")
+bitwise_left_shift = _bitwise("bitwise_left_shift", "left_shift")
+bitwise_right_shift = _bitwise("bitwise_right_shift", "right_shift")
+
+
+@kernel("logical_not")
+class LogicalNot(Op):
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, a):
+        return ctx.xp.logical_not(a)
+
+
+@kernel("bitwise_not")
+class BitwiseNot(Op):
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, a):
+        return ctx.xp.invert(a)
+
+
+def logical_not(input):
+    return run("logical_not", input)
+
+
+def bitwise_not(input):
+    """``~x``: logical not for bool tensors, bitwise not for integers."""
+    if input.dtype.is_floating_point:
+        raise TypeError(f"~ (bitwise_not) is only supported for integer and bool tensors, got {input.dtype}")
+    return run("bitwise_not", input)
+
+
+def _predicate(name, numpy_name):
+    @kernel(name)
+    class Predicate(Op):
+        differentiable = False
+
+        @staticmethod
+        def forward(ctx, a):
+            return getattr(ctx.xp, numpy_name)(a)
+
+    def predicate(input):
+        return run(name, input)
+
+    predicate.__name__ = name
+    return predicate
+
+
+isnan = _predicate("isnan", "isnan")
+isinf = _predicate("isinf", "isinf")
+isfinite = _predicate("isfinite", "isfinite")
+signbit = _predicate("signbit", "signbit")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Unary math
+# ---------------------------------------------------------------------------------------------------------
+
+@kernel("neg", "NegBackward0")
+class Neg(Op):
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+@kernel("abs", "AbsBackward0")
+class Abs(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.abs(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad * ctx.xp.sign(a)
+
+
+@kernel("sign", "SignBackward0")
+class Sign(Op):
+    @staticmethod
+    def forward(ctx, a):
+        return ctx.xp.sign(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 0
+
+
+@kernel("exp", "ExpBackward0")
+class Exp(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.exp(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * out
+
+
+@kernel("exp2", "Exp2Backward0")
+class Exp2(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.exp2(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * out * math.log(2.0)
+
+
+@kernel("expm1", "Expm1Backward0")
+class Expm1(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.expm1(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * (out + 1)
+
+
+@kernel("log", "LogBackward0")
+class Log(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.log(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad / a
+
+
+@kernel("log2", "Log2Backward0")
+class Log2(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.log2(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad / (a * math.log(2.0))
+
+
+@kernel("log10", "Log10Backward0")
+class Log10(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.log10(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad / (a * math.log(10.0))
+
+
+@kernel("log1p", "Log1PBackward0")
+class Log1p(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.log1p(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad / (a + 1)
+
+
+@kernel("sqrt", "SqrtBackward0")
+class Sqrt(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.sqrt(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad / (2 * out)
+
+
+@kernel("rsqrt", "RsqrtBackward0")
+class Rsqrt(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = 1 / ctx.xp.sqrt(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * -0.5 * out * out * out
+
+
+@kernel("square", "PowBackward0")
+class Square(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a * a
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return 2 * grad * a
+
+
+@kernel("reciprocal", "ReciprocalBackward0")
+class Reciprocal(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = 1 / a
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return -grad * out * out
+
+
+@kernel("sin", "SinBackward0")
+class Sin(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.sin(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad * ctx.xp.cos(a)
+
+
+@kernel("cos", "CosBackward0")
+class Cos(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.cos(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return -grad * ctx.xp.sin(a)
+
+
+@kernel("tan", "TanBackward0")
+class Tan(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.tan(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * (1 + out * out)
+
+
+@kernel("tanh", "TanhBackward0")
+class Tanh(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.tanh(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * (1 - out * out)
+
+
+@kernel("sigmoid", "SigmoidBackward0")
+class Sigmoid(Op):
+    @staticmethod
+    def forward(ctx, a):
+        # exp(-log(1 + e^-a)) never overflows, unlike 1 / (1 + e^-a) for very negative a.
+        xp = ctx.xp
+        out = xp.exp(-xp.logaddexp(0, -a)).astype(a.dtype, copy=False)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * out * (1 - out)
+
+
+@kernel("relu", "ReluBackward0")
+class Relu(Op):
+    @staticmethod
+    def forward(ctx, a):
+        out = ctx.xp.maximum(a, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_arrays
+        return grad * (out > 0)
+
+
+def erf_array(xp, x):
+    """erf through the complementary-error-function fit of Numerical Recipes (relative error < 1.2e-7).
+
+    numpy has no erf; this fit is accurate to float32 precision everywhere.
+    """
+    z = xp.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * xp.exp(-z * z + poly)
+    return xp.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+@kernel("erf", "ErfBackward0")
+class Erf(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return erf_array(ctx.xp, a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        return grad * _TWO_OVER_SQRT_PI * ctx.xp.exp(-a * a)
+
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@kernel("gelu", "GeluBackward0")
+class Gelu(Op):
+    @staticmethod
+    def forward(ctx, a, approximate="none"):
+        xp = ctx.xp
+        ctx.save_for_backward(a)
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            inner = _SQRT_2_OVER_PI * (a + 0.044715 * a * a * a)
+            return (0.5 * a * (1 + xp.tanh(inner))).astype(a.dtype, copy=False)
+        return (0.5 * a * (1 + erf_array(xp, a * _SQRT_HALF))).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        xp = ctx.xp
+        if ctx.approximate == "tanh":
+            inner = _SQRT_2_OVER_PI * (a + 0.044715 * a * a * a)
+            t = xp.tanh(inner)
+            d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * a * a)
+            return grad * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * d_inner)
+        cdf = 0.5 * (1 + erf_array(xp, a * _SQRT_HALF))
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * a * a)
+        return grad * (cdf + a * pdf)
+
+
+@kernel("silu", "SiluBackward0")
+class Silu(Op):
+    @staticmethod
+    def forward(ctx, a):
+        xp = ctx.xp
+        s = xp.exp(-xp.logaddexp(0, -a)).astype(a.dtype, copy=False)
+        ctx.save_for_backward(a, s)
+        return a * s
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, s = ctx.saved_arrays
+        return grad * s * (1 + a * (1 - s))
+
+
+@kernel("softplus", "SoftplusBackward0")
+class Softplus(Op):
+    @staticmethod
+    def forward(ctx, a, beta=1.0, threshold=20.0):
+        xp = ctx.xp
+        ctx.save_for_backward(a)
+        ctx.beta, ctx.threshold = beta, threshold
+        scaled = a * beta
+        # Above the threshold softplus is linear; below it log(1 + e^x) computed without overflow.
+        return xp.where(scaled > threshold, a, xp.logaddexp(0, scaled) / beta).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_arrays
+        xp = ctx.xp
+        scaled = a * ctx.beta
+        sig = xp.exp(-xp.logaddexp(0, -scaled))
+        return grad * xp.where(scaled > ctx.threshold, 1, sig).astype(a.dtype, copy=False)
+
+
+@kernel("clamp", "ClampBackward1")
+class Clamp(Op):
+    @staticmethod
+    def forward(ctx, a, low=None, high=None):
+        xp = ctx.xp
+        ctx.save_for_backward(a, low, high)
+        out = a
+        if low is not None:
+            out = xp.maximum(out, low)
+        if high is not None:
+            out = xp.minimum(out, high)
+        return out if out is not a else a.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, low, high = ctx.saved_arrays
+        inside = True
+        if low is not None:
+            inside = a >= low
+        if high is not None:
+            inside = inside & (a <= high)
+        grad_a = grad * inside
+        grad_low = grad_high = None
+        if _shape(low) is not None:
+            grad_low = sum_to_shape(grad * (a < low), low.shape)
+        if _shape(high) is not None:
+            grad_high = sum_to_shape(grad * (a > high), high.shape)
+        return grad_a, grad_low, grad_high
+
+
+def _rounding(name):
+    @kernel(name, f"{name.capitalize()}Backward0")
+    class Rounding(Op):
+        @staticmethod
+        def forward(ctx, a, decimals=0):
+            xp = ctx.xp
+            if name == "round":
+                return xp.round(a, decimals)
+            return getattr(xp, name)(a)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 0  # piecewise constant: zero gradient, as in PyTorch
+
+    def rounding(input, *, decimals=0):
+        if not input.dtype.is_floating_point:
+            return input.clone()
+        return run(name, input, decimals=decimals) if name == "round" else run(name, input)
+
+    rounding.__name__ = name
+    return rounding
+
+
+floor = _rounding("floor")
+ceil = _rounding("ceil")
+round = _rounding("round")  # noqa: A001
+trunc = _rounding("trunc")
+fix = trunc
+
+
+def _floating_unary(name):
+    def unary(input):
+        return run(name, to_floating(input))
+    unary.__name__ = name
+    unary.__doc__ = f"Elementwise {name}; integer inputs compute in the default float dtype (``torch.{name}``)."
+    return unary
+
+
+exp = _floating_unary("exp")
+exp2 = _floating_unary("exp2")
+expm1 = _floating_unary("expm1")
+log = _floating_unary("log")
+log2 = _floating_unary("log2")
+log10 = _floating_unary("log10")
+log1p = _floating_unary("log1p")
+sqrt = _floating_unary("sqrt")
+rsqrt = _floating_unary("rsqrt")
+reciprocal = _floating_unary("reciprocal")
+sin = _floating_unary("sin")
+cos = _floating_unary("cos")
+tan = _floating_unary("tan")
+tanh = _floating_unary("tanh")
+sigmoid = _floating_unary("sigmoid")
+erf = _floating_unary("erf")
+silu = _floating_unary("silu")
+
+
+def neg(input):
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+    return run("neg", input)
+
+
+negative = neg
+
+
+def abs(input):  # noqa: A001
+    return run("abs", input)
+
+
+absolute = abs
+
+
+def sign(input):
+    return run("sign", input)
+
+
+def square(input):
+    return run("square", input)
+
+
+def relu(input):
+    """``max(input, 0)`` (``torch.relu``)."""
+    return run("relu", input)
+
+
+def gelu(input, approximate: str = "none"):
+    """Gaussian error linear unit; ``approximate='tanh'`` for the tanh approximation."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return run("gelu", to_floating(input), approximate=approximate)
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    return run("softplus", to_floating(input), beta=beta, threshold=threshold)
+
+
+def clamp(input, min=None, max=None):  # noqa: A002
+    """Limit values to ``[min, max]``; bounds may be numbers or tensors (``torch.clamp``)."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    bounds = []
+    for bound in (min, max):
+        if isinstance(bound, Tensor):
+            input, bound = promote_pair(input, bound)
+        elif bound is not None:
+            input, _ = promote_pair(input, bound)
+        bounds.append(bound)
+    return run("clamp", input, bounds[0], bounds[1])
+
+
+clip = clamp
+
+
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Selection and fused updates
+# ---------------------------------------------------------------------------------------------------------
+
+@kernel("where", "WhereBackward0")
+class Where(Op):
+    @staticmethod
+    def forward(ctx, condition, a, b):
+        ctx.save_for_backward(condition)
+        ctx.a_shape, ctx.b_shape = _shape(a), _shape(b)
+        return ctx.xp.where(condition, a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (condition,) = ctx.saved_arrays
+        grad_a = grad_b = None
+        if ctx.a_shape is not None:
+            grad_a = sum_to_shape(grad * condition, ctx.a_shape)
+        if ctx.b_shape is not None:
+            grad_b = sum_to_shape(grad * ~condition, ctx.b_shape)
+        return None, grad_a, grad_b
+
+
+def where(condition, input=None, other=None):
+    """Pick from ``input`` where ``condition`` holds, else from ``other`` (``torch.where``).
+
+    With one argument, the indices of the true elements (``torch.nonzero(as_tuple=True)``).
+    """
+    if input is None and other is None:
+        from corenn.ops.movement import nonzero
+        return nonzero(condition, as_tuple=True)
+    if condition.dtype is not _dtype.bool_:
+        condition = condition.to(_dtype.bool_)
+    if not isinstance(input, Tensor):
+        if not isinstance(other, Tensor):
+            raise TypeError("where(): expected at least one of input and other to be a Tensor")
+        other, input = promote_pair(other, input)
+    else:
+        input, other = promote_pair(input, other)
+    return run("where", condition, input, other)
+
+
+@kernel("masked_fill", "MaskedFillBackward0")
+class MaskedFill(Op):
+    @staticmethod
+    def forward(ctx, a, mask, value):
+        ctx.save_for_backward(mask)
+        ctx.value_shape = _shape(value)
+        return ctx.xp.where(mask, value, a).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_arrays
+        grad_value = None
+        if ctx.value_shape is not None:
+            grad_value = sum_to_shape((grad * mask).sum().reshape(()), ctx.value_shape)
+        return grad * ~mask, None, grad_value
+
+
+def masked_fill(input, mask, value):
+    """Set elements where ``mask`` is true to ``value`` (a number or a 0-d tensor)."""
+    if mask.dtype is not _dtype.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype}")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        value = value.to(input.dtype)
+    return run("masked_fill", input, mask, value)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``."""
+    return add(input, mul(tensor1, tensor2), alpha=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2``."""
+    return add(input, div(tensor1, tensor2), alpha=value)
+
+
+def lerp(input, end, weight):
+    """``input + weight * (end - input)``."""
+    return add(input, mul(sub(end, input), weight))
+
+
+def xlogy(input, other):
+    return mul(input, log(other)) if isinstance(other, Tensor) else mul(input, math.log(other))
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    xp = input._device._xp
+    array = xp.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf)
+    return Tensor._wrap(array, input._device)

@@ -1,0 +1,209 @@
+"""Matrix products: matmul in all of PyTorch's 1-D/2-D/batched cases, mm, bmm, mv, dot, outer, einsum."""
+from __future__ import annotations
+
+import string
+
+from corenn.ops._kernel import Op, kernel, run, sum_to_shape
+from corenn.tensor.tensor import Tensor
+
+
+def _shape_str(shape):
+    return "x".join(str(s) for s in shape)
+
+
+@kernel("matmul", "MmBackward0")
+class Matmul(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return ctx.xp.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_arrays
+        xp = ctx.xp
+        if a.ndim == 1 and b.ndim == 1:
+            return grad * b, grad * a
+        # Treat vectors as matrices (a: 1 x n, b: n x 1), then undo it on the gradients.
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        g2 = grad
+        if a.ndim == 1:
+            g2 = xp.expand_dims(g2, -2)
+        if b.ndim == 1:
+            g2 = xp.expand_dims(g2, -1)
+        grad_a = xp.matmul(g2, xp.swapaxes(b2, -1, -2))
+        grad_b = xp.matmul(xp.swapaxes(a2, -1, -2), g2)
+        grad_a = sum_to_shape(grad_a, a2.shape).reshape(a.shape)
+        grad_b = sum_to_shape(grad_b, b2.shape).reshape(b.shape)
+        return grad_a, grad_b
+
+
+def _check_matmul(a, b, op="matmul"):
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(f"{op}(): arguments must be Tensors, got {type(a).__name__} and {type(b).__name__}")
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(f"both arguments to {op} need to be at least 1D, but they are {a.ndim}D and {b.ndim}D")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+    inner_a = a.shape[-1]
+    inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if inner_a != inner_b:
+        if a.ndim == 1 and b.ndim == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{inner_a}] and src [{inner_b}] to have the "
+                               f"same number of elements, but got {inner_a} and {inner_b} elements respectively")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(a.shape if a.ndim > 1 else (1, inner_a))}"
+                           f" and {_shape_str(b.shape if b.ndim > 1 else (inner_b, 1))})")
+
+
+def matmul(input, other):
+    """Matrix product with PyTorch's rules for 1-D, 2-D, batched and broadcast operands (``torch.matmul``)."""
+    _check_matmul(input, other)
+    try:
+        result = run("matmul", input, other)
+    except ValueError:
+        raise RuntimeError(f"matmul: batch dimensions of {list(input.shape)} and {list(other.shape)} cannot be "
+                           "broadcast together") from None
+    fn = result._grad_fn
+    if fn is not None:
+        if input.ndim == 1 and other.ndim == 1:
+            fn.grad_fn_name = "DotBackward0"
+        elif input.ndim == 2 and other.ndim == 1:
+            fn.grad_fn_name = "MvBackward0"
+        elif input.ndim > 2 or other.ndim > 2:
+            fn.grad_fn_name = "BmmBackward0" if input.ndim == other.ndim == 3 else "UnsafeViewBackward0"
+    return result
+
+
+def mm(input, mat2):
+    """Product of two matrices (2-D only; ``torch.mm``)."""
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    """Batched product of 3-D tensors with equal batch sizes (``torch.bmm``)."""
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor, got {input.ndim}D and {mat2.ndim}D")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
+                           f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {vec.ndim}")
+    return matmul(input, vec)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+inner = dot
+
+
+def outer(input, vec2):
+    """``input[:, None] * vec2[None, :]``."""
+    return input.reshape(-1, 1) * vec2.reshape(1, -1)
+
+
+ger = outer
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    product = mm(mat1, mat2)
+    if alpha != 1:
+        product = product * alpha
+    return product + (input if beta == 1 else input * beta)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    product = bmm(batch1, batch2)
+    if alpha != 1:
+        product = product * alpha
+    return product + (input if beta == 1 else input * beta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# einsum
+# ---------------------------------------------------------------------------------------------------------
+
+def _expand_ellipsis(equation, shapes):
+    """Rewrite '...' into explicit letters so that backward can build its own equations."""
+    if "->" in equation:
+        inputs, output = equation.split("->")
+    else:
+        inputs, output = equation, None
+    terms = inputs.split(",")
+    if len(terms) != len(shapes):
+        raise RuntimeError(f"einsum(): {len(terms)} subscripts for {len(shapes)} operands in {equation!r}")
+    used = set(equation)
+    spare = [c for c in string.ascii_letters if c not in used]
+    widest = 0
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            widest = max(widest, len(shape) - (len(term) - 3))
+    ellipsis_letters = "".join(spare[:widest])
+    expanded = []
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            n = len(shape) - (len(term) - 3)
+            term = term.replace("...", ellipsis_letters[widest - n:])
+        expanded.append(term)
+    if output is None:
+        counts = {}
+        for term in expanded:
+            for c in term:
+                counts[c] = counts.get(c, 0) + 1
+        output = ellipsis_letters + "".join(sorted(c for c, n in counts.items()
+                                                   if n == 1 and c not in ellipsis_letters))
+    else:
+        output = output.replace("...", ellipsis_letters)
+    return expanded, output
+
+
+@kernel("einsum", "EinsumBackward0")
+class Einsum(Op):
+    @staticmethod
+    def forward(ctx, *operands, terms, output):
+        ctx.save_for_backward(*operands)
+        ctx.terms, ctx.output = terms, output
+        return ctx.xp.einsum(",".join(terms) + "->" + output, *operands)
+
+    @staticmethod
+    def backward(ctx, grad):
+        operands = ctx.saved_arrays
+        xp = ctx.xp
+        grads = []
+        for i, (term, operand) in enumerate(zip(ctx.terms, operands)):
+            if len(set(term)) != len(term):
+                raise RuntimeError(f"einsum backward does not support repeated subscripts within one operand "
+                                   f"({term!r})")
+            others = [(t, o) for j, (t, o) in enumerate(zip(ctx.terms, operands)) if j != i]
+            available = set(ctx.output).union(*[set(t) for t, _ in others])
+            kept = "".join(c for c in term if c in available)
+            equation = ",".join([ctx.output] + [t for t, _ in others]) + "->" + kept
+            g = xp.einsum(equation, grad, *[o for _, o in others])
+            if kept != term:  # letters summed inside this operand alone: broadcast back
+                shape = [operand.shape[term.index(c)] if c in kept else 1 for c in term]
+                g = xp.broadcast_to(g.reshape(shape), operand.shape)
+            grads.append(g)
+        return tuple(grads)
+
+
+def einsum(equation, *operands):
+    """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)`` (``torch.einsum``)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    equation = equation.replace(" ", "")
+    terms, output = _expand_ellipsis(equation, [o.shape for o in operands])
+    for term, operand in zip(terms, operands):
+        if len(term) != operand.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(term)}) does not match the "
+                               f"number of dimensions ({operand.ndim}) for operand {list(operands).index(operand)}")
+    return run("einsum", *operands, terms=tuple(terms), output=output)

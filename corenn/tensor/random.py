@@ -1,0 +1,313 @@
+"""Random numbers: ``Generator``, ``manual_seed`` and the random creation functions.
+
+A ``corenn.Generator`` wraps its device backend's generator (numpy's PCG64 on
+``cpu``). The same seed gives the same numbers on the same backend; the
+streams are corenn's own and do not reproduce PyTorch's bit for bit.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from corenn import _dtype, dispatch
+
+__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
+           "set_rng_state", "rand", "randn", "randint", "randperm", "multinomial", "normal", "bernoulli",
+           "rand_like", "randn_like", "randint_like", "poisson"]
+
+_DEFAULT_SEED = 67280421310721  # PyTorch's default CPU seed, so initial_seed() reads the same
+
+
+class Generator:
+    """A random-number stream for one device (mirrors ``torch.Generator``).
+
+    Example::
+
+        >>> g = corenn.Generator().manual_seed(0)
+        >>> corenn.rand(2, generator=g)   # same numbers every time for seed 0
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = dispatch.device(device)
+        self._seed = _DEFAULT_SEED
+        self._rng = self._make(self._seed)
+
+    def _make(self, seed):
+        backend = dispatch.get_backend(self.device.type)
+        if backend.random_generator is None:
+            raise RuntimeError(f"device {self.device} has no random number generator")
+        return backend.random_generator(seed)
+
+    def manual_seed(self, seed) -> "Generator":
+        seed = int(seed)
+        if not -(2 ** 63) <= seed < 2 ** 64:
+            raise RuntimeError(f"Overflow when unpacking long: seed {seed} is outside [-2**63, 2**64)")
+        self._seed = seed % (2 ** 64)
+        self._rng = self._make(self._seed)
+        return self
+
+    def seed(self) -> int:
+        """Reseed from OS entropy; returns the new seed."""
+        new_seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self.manual_seed(new_seed)
+        return new_seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self):
+        """The generator state as a uint8 tensor (restorable with ``set_state``)."""
+        from corenn.tensor.tensor import from_numpy
+        state = getattr(self._rng, "bit_generator", self._rng).state
+        encoded = json.dumps({"seed": self._seed, "state": state}, default=int).encode()
+        return from_numpy(np.frombuffer(encoded, dtype=np.uint8).copy())
+
+    def set_state(self, new_state) -> "Generator":
+        try:
+            decoded = json.loads(bytes(new_state.numpy().astype(np.uint8)).decode())
+            self._seed = decoded["seed"]
+            self._rng = self._make(self._seed)
+            getattr(self._rng, "bit_generator", self._rng).state = decoded["state"]
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise RuntimeError(f"Generator.set_state: not a state produced by get_state ({error})") from None
+        return self
+
+    def __repr__(self):
+        return f"<corenn.Generator object (device={self.device}, seed={self._seed})>"
+
+
+default_generator: Generator | None = None
+_device_generators: dict = {}
+
+
+def _default_for(device) -> Generator:
+    global default_generator
+    if device.type == "cpu":
+        if default_generator is None:
+            default_generator = Generator("cpu")
+        return default_generator
+    key = (device.type, device.index)
+    gen = _device_generators.get(key)
+    if gen is None:
+        gen = _device_generators[key] = Generator(device)
+    return gen
+
+
+def _generator(device, generator):
+    if generator is None:
+        return _default_for(device)._rng
+    if generator.device.type != device.type:
+        raise RuntimeError(f"Expected a '{device.type}' device type for generator but found '{generator.device.type}'")
+    return generator._rng
+
+
+def manual_seed(seed) -> Generator:
+    """Seed every device's default generator; returns the CPU one (``torch.manual_seed``)."""
+    gen = _default_for(dispatch.device("cpu")).manual_seed(seed)
+    for other in _device_generators.values():
+        other.manual_seed(seed)
+    return gen
+
+
+def seed() -> int:
+    new_seed = _default_for(dispatch.device("cpu")).seed()
+    for other in _device_generators.values():
+        other.manual_seed(new_seed)
+    return new_seed
+
+
+def initial_seed() -> int:
+    return _default_for(dispatch.device("cpu")).initial_seed()
+
+
+def get_rng_state():
+    return _default_for(dispatch.device("cpu")).get_state()
+
+
+def set_rng_state(new_state) -> None:
+    _default_for(dispatch.device("cpu")).set_state(new_state)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Raw draws (used by the creation functions and the in-place ``uniform_``/``normal_``/...)
+# ---------------------------------------------------------------------------------------------------------
+
+def _float_dtype(np_dtype):
+    # Generators draw float32/float64; float16 values are drawn in float32 and rounded.
+    return np_dtype if np_dtype in (np.float32, np.float64) else np.float32
+
+
+def uniform_array(like, low, high, generator):
+    rng = _generator(like._device, generator)
+    np_dtype = like._data.dtype
+    values = rng.random(like._data.shape, dtype=_float_dtype(np_dtype))
+    if low != 0 or high != 1:
+        values = values * (high - low) + low
+    return values.astype(np_dtype, copy=False)
+
+
+def normal_array(like, mean, std, generator):
+    rng = _generator(like._device, generator)
+    np_dtype = like._data.dtype
+    values = rng.standard_normal(like._data.shape, dtype=_float_dtype(np_dtype))
+    if std != 1 or mean != 0:
+        values = values * std + mean
+    return values.astype(np_dtype, copy=False)
+
+
+def random_array(like, low, high, generator):
+    rng = _generator(like._device, generator)
+    np_dtype = like._data.dtype
+    if high is None:
+        # PyTorch: [0, 2^mantissa] for floats, the dtype's range for integers.
+        if np_dtype.kind == "f":
+            high = 2 ** {2: 11, 4: 24, 8: 53}[np_dtype.itemsize] + 1
+        elif np_dtype.kind == "b":
+            high = 2
+        else:
+            high = int(np.iinfo(np_dtype).max) + 1
+    return rng.integers(low, high, size=like._data.shape).astype(np_dtype)
+
+
+def bernoulli_array(like, p, generator):
+    rng = _generator(like._device, generator)
+    probabilities = p._data if hasattr(p, "_data") else p
+    return (rng.random(like._data.shape) < probabilities).astype(like._data.dtype)
+
+
+def exponential_array(like, lambd, generator):
+    rng = _generator(like._device, generator)
+    return (rng.standard_exponential(like._data.shape) / lambd).astype(like._data.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Creation functions
+# ---------------------------------------------------------------------------------------------------------
+
+def _empty_like_spec(size, dtype, device):
+    from corenn.tensor.creation import empty
+    return empty(*size, dtype=dtype, device=device)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+    """Uniform samples from [0, 1) (``torch.rand``)."""
+    t = _empty_like_spec(size, dtype or _dtype.get_default_dtype(), device)
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"\"check_uniform_bounds\" not implemented for '{t.dtype}'")
+    t._data = uniform_array(t, 0.0, 1.0, generator)
+    return t.requires_grad_(requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+    """Standard normal samples (``torch.randn``)."""
+    t = _empty_like_spec(size, dtype or _dtype.get_default_dtype(), device)
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"\"normal_kernel_cpu\" not implemented for '{t.dtype}'")
+    t._data = normal_array(t, 0.0, 1.0, generator)
+    return t.requires_grad_(requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """Integers uniform in [low, high) (``torch.randint(low=0, high, size)``)."""
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise TypeError("randint() missing required argument 'size'")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    t = _empty_like_spec(tuple(size), dtype or _dtype.int64, device)
+    rng = _generator(t._device, generator)
+    t._data = _to_device(rng.integers(low, high, size=tuple(size)).astype(t._data.dtype), t._device)
+    return t
+
+
+def _to_device(array, device):
+    if device.type == "cpu" or not isinstance(array, np.ndarray):
+        return array
+    return dispatch.get_backend(device.type).to_device(array, device.index)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of ``0 .. n-1`` (``torch.randperm``)."""
+    from corenn.tensor.tensor import Tensor
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    target = dispatch.device(device) if device is not None else dispatch.device("cpu")
+    rng = _generator(target, generator)
+    array = rng.permutation(int(n)).astype((dtype or _dtype.int64).numpy)
+    return Tensor._wrap(_to_device(array, target), target)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Draw category indices with probabilities proportional to ``input``'s rows (``torch.multinomial``)."""
+    from corenn.tensor.tensor import Tensor
+    weights = input._host().astype(np.float64)
+    if weights.ndim not in (1, 2):
+        raise RuntimeError(f"prob_dist must be 1 or 2 dim, got {weights.ndim}")
+    if (weights < 0).any() or not np.isfinite(weights).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rows = weights.reshape(-1, weights.shape[-1])
+    if not replacement and num_samples > rows.shape[1]:
+        raise RuntimeError(f"cannot sample n_sample > prob_dist.size(-1) samples without replacement "
+                           f"({num_samples} > {rows.shape[1]})")
+    rng = _generator(dispatch.device("cpu"), generator if generator is None or generator.device.type == "cpu"
+                     else None)
+    out = np.empty((rows.shape[0], num_samples), dtype=np.int64)
+    for r, row in enumerate(rows):
+        total = row.sum()
+        if total <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        if replacement:
+            out[r] = rng.choice(len(row), size=num_samples, replace=True, p=row / total)
+        else:
+            # Gumbel-top-k: k draws without replacement in one pass (zero weights never chosen).
+            keys = np.where(row > 0, np.log(np.where(row > 0, row, 1)) - np.log(-np.log(rng.random(len(row)))),
+                            -np.inf)
+            chosen = np.argsort(-keys, kind="stable")[:num_samples]
+            if num_samples > np.count_nonzero(row):
+                raise RuntimeError("invalid multinomial distribution (with replacement=False, not enough non-negative "
+                                   "category to sample)")
+            out[r] = chosen
+    result = out.reshape(weights.shape[:-1] + (num_samples,))
+    return Tensor._wrap(_to_device(result, input._device), input._device)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None):
+    """Normal samples with the given mean and std (tensors broadcast, or numbers with ``size``)."""
+    from corenn.tensor.tensor import Tensor
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        like = mean if isinstance(mean, Tensor) else std
+        shape = np.broadcast_shapes(getattr(mean, "shape", ()), getattr(std, "shape", ()))
+        noise = randn(*shape, generator=generator, dtype=like.dtype, device=like._device)
+        return noise * std + mean
+    noise = randn(*tuple(size), generator=generator, dtype=dtype, device=device)
+    return noise * std + mean
+
+
+def bernoulli(input, p=None, *, generator=None):
+    from corenn.tensor.tensor import Tensor
+    probabilities = input if p is None else p
+    return Tensor._wrap(bernoulli_array(input, probabilities, generator), input._device)
+
+
+def poisson(input, generator=None):
+    from corenn.tensor.tensor import Tensor
+    rng = _generator(input._device, generator)
+    return Tensor._wrap(rng.poisson(input._data).astype(input._data.dtype), input._device)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    return rand(*input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    return randn(*input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
