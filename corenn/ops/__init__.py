@@ -24,6 +24,10 @@ from corenn.ops.reduce import *  # noqa: F401,F403
 from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F401,A004
 
 
+__all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
+                     + ["return_types"]))
+
+
 @hookimpl
 def corenn_register_kernels():
     return [KernelRegistration(op=name, device_type="*", kernel=cls, priority=0, source="corenn.ops")

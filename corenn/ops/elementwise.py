@@ -1028,3 +1028,9 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     xp = input._device._xp
     array = xp.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf)
     return Tensor._wrap(array, input._device)
+
+
+# The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__]

@@ -207,3 +207,9 @@ def einsum(equation, *operands):
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(term)}) does not match the "
                                f"number of dimensions ({operand.ndim}) for operand {list(operands).index(operand)}")
     return run("einsum", *operands, terms=tuple(terms), output=output)
+
+
+# The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__]

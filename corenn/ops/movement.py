@@ -1180,3 +1180,9 @@ def trace(input):
 
 def _promote_for(input, other):
     return promote_pair(input, other)
+
+
+# The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__]

@@ -110,3 +110,9 @@ def linear(input, weight, bias=None):
     if bias is None:
         return run("linear", input, weight)
     return run("linear", input, weight, bias)
+
+
+# The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__]

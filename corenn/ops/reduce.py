@@ -492,3 +492,9 @@ def cumprod(input, dim, *, dtype=None):
     if input.ndim == 0:
         return input.clone()
     return run("cumprod", input, axis=_normalize_dim(dim, input.ndim))
+
+
+# The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__]
