@@ -1,0 +1,48 @@
+"""The layer classes of ``corenn.nn`` (Linear, Conv2d, BatchNorm2d, CrossEntropyLoss, ...).
+
+``corenn.nn`` star-imports this package; each layer lives in the file of its family
+and is loaded on first use of its name.
+
+    >>> from corenn.nn.modules import Linear
+    >>> Linear(64, 32)
+    Linear(in_features=64, out_features=32, bias=True)
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+#: public name -> the submodule that defines it
+_SOURCES = {
+    "linear": ["Identity", "Linear", "Bilinear"],
+    "flatten": ["Flatten", "Unflatten"],
+    "conv": ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"],
+    "pooling": ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"],
+    "normalization": ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm"],
+    "dropout": ["Dropout"],
+    "sparse": ["Embedding"],
+    "activation": ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
+                   "Softmax", "LogSoftmax", "Softplus", "Softsign", "Hardtanh", "Hardswish", "Hardsigmoid",
+                   "LogSigmoid", "Tanhshrink", "MultiheadAttention"],
+    "loss": ["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
+             "BCEWithLogitsLoss", "KLDivLoss"],
+    "transformer": ["TransformerEncoderLayer", "TransformerEncoder"],
+}
+_OWNER = {name: module for module, names in _SOURCES.items() for name in names}
+
+# Names of files not yet written are left out of ``__all__`` so a star-import keeps
+# working while the package grows; a file that exists but fails to import still raises.
+__all__ = [name for name, module in _OWNER.items() if importlib.util.find_spec(f"{__name__}.{module}") is not None]
+
+
+def __getattr__(name):
+    module = _OWNER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
