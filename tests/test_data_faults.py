@@ -245,5 +245,6 @@ def test_killed_main_process_leaves_no_workers():
         print(*worker_pids(), flush=True)
         time.sleep(30)
     """, kill_after_pids=True)
-    assert len(pids) == 2
-    assert wait_gone(pids) == []
+    assert len(pids) == 2, pids
+    left = wait_gone(pids)
+    assert left == [], [open(f"/proc/{p}/status").read()[:300] for p in left]
