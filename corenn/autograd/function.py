@@ -47,7 +47,6 @@ class BackwardCFunction(FunctionCtx, Node):
     """The graph node of one call of a custom Function; it is also that call's ``ctx``."""
 
     def __init__(self, function_cls):
-        Node.__init__(self)
         self._function_cls = function_cls
         self.grad_fn_name = f"{function_cls.__name__}Backward"
         self.to_save = ()
@@ -61,7 +60,9 @@ class BackwardCFunction(FunctionCtx, Node):
             return self.saved_arrays  # raises the freed-graph error
         return self.to_save
 
-    def apply_backward(self, grad_outputs):
+    @staticmethod
+    def backward(self, grad_outputs):
+        """Called by the engine: wraps the gradients as tensors and runs the user's ``backward``."""
         many = self.num_outputs > 1
         grads = grad_outputs if many else (grad_outputs,)
         wrapped = []
@@ -151,7 +152,7 @@ class Function(metaclass=_FunctionMeta):
         outputs = output if many else (output,)
         if not records:
             return output
-        ctx.next_edges = tuple(_node._edge(a) for a in args)
+        _node.attach(ctx, args)
         ctx.input_shapes = tuple(a._data.shape if isinstance(a, Tensor) else None for a in args)
         ctx.num_outputs = len(outputs)
         ctx.output_specs = tuple((o._data.shape, o._data.dtype, o._device) if isinstance(o, Tensor) else None

@@ -13,7 +13,9 @@ itself stands where PyTorch has an ``AccumulateGrad`` node), ``None`` otherwise.
 """
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
+from heapq import heappop as _heappop, heappush as _heappush
 
 from corenn import dispatch as _dispatch
 
@@ -23,23 +25,26 @@ INFERENCE_MODE = False
 _tables = _dispatch.kernels._resolved
 _observers = _dispatch.observers
 _FREED = object()
+_next_sequence_nr = itertools.count(1).__next__  # orders nodes for the backward walk
 
 
 class Node:
-    """A recorded op: its edges to the inputs' producers and its saved state (``grad_fn``)."""
+    """A recorded op: its edges to the inputs' producers and its saved state (``grad_fn``).
 
-    __slots__ = ("next_edges", "saved", "xp", "_tensor_hooks", "_pre_hooks", "_post_hooks", "__dict__",
-                 "__weakref__")
+    Nodes are created once per recorded op, so they have no ``__init__``: every field
+    has a class-level default and instances only store what they set.
+    """
 
     #: Name shown as ``grad_fn=<AddBackward0>``; subclasses set it.
     grad_fn_name = "Backward"
     num_outputs = 1
-
-    def __init__(self):
-        self.saved = ()
-        self._tensor_hooks = None
-        self._pre_hooks = None
-        self._post_hooks = None
+    next_edges = ()
+    saved = ()
+    _tensor_hooks = None
+    _pre_hooks = None
+    _post_hooks = None
+    has_hooks = False  # one test on the backward hot path instead of three
+    sequence_nr = 0  # creation order; recorded nodes get theirs in run()
 
     # -- the ctx side ---------------------------------------------------------------
     def save_for_backward(self, *arrays):
@@ -68,7 +73,7 @@ class Node:
         for edge in self.next_edges:
             if edge is None:
                 result.append((None, 0))
-            elif isinstance(edge[0], Node):
+            elif edge[1] >= 0:
                 result.append(edge)
             else:
                 result.append((AccumulateGrad(edge[0]), 0))
@@ -77,6 +82,7 @@ class Node:
     def register_hook(self, hook):
         """``hook(grad_inputs, grad_outputs) -> new grad_inputs or None``, run after this node's backward."""
         from corenn.utils.hooks import RemovableHandle
+        self.has_hooks = True
         if self._post_hooks is None:
             self._post_hooks = OrderedDict()
         handle = RemovableHandle(self._post_hooks)
@@ -86,6 +92,7 @@ class Node:
     def register_prehook(self, hook):
         """``hook(grad_outputs) -> new grad_outputs or None``, run before this node's backward."""
         from corenn.utils.hooks import RemovableHandle
+        self.has_hooks = True
         if self._pre_hooks is None:
             self._pre_hooks = OrderedDict()
         handle = RemovableHandle(self._pre_hooks)
@@ -120,7 +127,6 @@ class Op(Node):
     ``ctx`` as attributes; arrays go through ``ctx.save_for_backward``.
     """
 
-    __slots__ = ()
     differentiable = True
     #: for multi-output ops: which outputs carry gradients
     differentiable_outputs = None
@@ -132,9 +138,6 @@ class Op(Node):
     @staticmethod
     def backward(ctx, grad_output):
         raise NotImplementedError
-
-    def apply_backward(self, grad_output):
-        return self.backward(self, grad_output)
 
 
 def _device_mismatch(op_name, first, other):
@@ -151,8 +154,9 @@ def run(op_name: str, *inputs, **params):
     device = None
     needs_grad = False
     arrays = []
+    edges = []  # where each input's gradient goes (see module docstring)
     for x in inputs:
-        if x.__class__ is _Tensor or isinstance(x, _Tensor):
+        if isinstance(x, _Tensor):
             if device is None:
                 device = x._device
             elif x._device is not device:
@@ -160,29 +164,56 @@ def run(op_name: str, *inputs, **params):
             arrays.append(x._data)
             if x._requires_grad:
                 needs_grad = True
+                fn = x._grad_fn
+                edges.append((x, -1) if fn is None else (fn, x._output_nr))
+            else:
+                edges.append(None)
         else:
             arrays.append(x)
-    table = _tables.get(device.type)
-    if table is None:
-        table = _dispatch.kernels.table(device.type)
-    kernel = table.get(op_name)
-    if kernel is None:
+            edges.append(None)
+    try:
+        kernel = _tables[device.type][op_name]
+    except KeyError:
         kernel = _dispatch.kernels.lookup(op_name, device.type)
     ctx = kernel()
     ctx.xp = device._xp
-    if _observers:
-        out = _observed_forward(op_name, kernel, ctx, device, arrays, params)
-    else:
-        out = kernel.forward(ctx, *arrays, **params)
+    try:
+        if _observers:
+            out = _observed_forward(op_name, kernel, ctx, device, arrays, params)
+        else:
+            out = kernel.forward(ctx, *arrays, **params)
+    except ValueError:
+        _raise_shape_error(op_name, inputs)
+        raise
     if needs_grad and GRAD_ENABLED and kernel.differentiable:
-        ctx.next_edges = tuple([_edge(x) for x in inputs])
+        ctx.next_edges = tuple(edges)
+        ctx.sequence_nr = _next_sequence_nr()
         if kernel.num_outputs == 1:
             return _make(out, device, ctx, 0)
         mask = kernel.differentiable_outputs
-        return tuple(_make(o, device, ctx if mask is None or mask[i] else None, i) for i, o in enumerate(out))
+        return tuple([_make(o, device, ctx if mask is None or mask[i] else None, i) for i, o in enumerate(out)])
     if kernel.num_outputs == 1:
         return _make(out, device, None, 0)
-    return tuple(_make(o, device, None, 0) for o in out)
+    return tuple([_make(o, device, None, 0) for o in out])
+
+
+def attach(node: "Node", inputs) -> "Node":
+    """Connect a hand-built node to the producers of ``inputs`` (for nodes made outside ``run``).
+
+    Every recorded node needs its edges and a sequence number: the backward walk
+    orders nodes by it.
+    """
+    node.next_edges = tuple([_edge(x) for x in inputs])
+    node.sequence_nr = _next_sequence_nr()
+    return node
+
+
+def _raise_shape_error(op_name, inputs):
+    """numpy's broadcasting ValueError, restated in PyTorch's words with both shapes."""
+    shapes = [x._data.shape for x in inputs if isinstance(x, _Tensor)]
+    if len(shapes) >= 2 and shapes[0] != shapes[1]:
+        from corenn.ops._kernel import broadcast_shapes
+        broadcast_shapes(*shapes[:2])
 
 
 def _observed_forward(op_name, kernel, ctx, device, arrays, params):
@@ -195,13 +226,12 @@ def _observed_forward(op_name, kernel, ctx, device, arrays, params):
 
 
 def _edge(x):
-    if x.__class__ is not _Tensor and not isinstance(x, _Tensor):
-        return None
-    if not x._requires_grad:
+    """Where the gradient for input ``x`` goes: ``(node, output_nr)``, ``(leaf, -1)`` or None."""
+    if not isinstance(x, _Tensor) or not x._requires_grad:
         return None
     fn = x._grad_fn
     if fn is None:
-        return (x, 0)
+        return (x, -1)
     return (fn, x._output_nr)
 
 
@@ -216,10 +246,6 @@ def _make(array, device, grad_fn, output_nr):
     t._grad_fn = grad_fn
     t._requires_grad = grad_fn is not None
     t._output_nr = output_nr
-    t.grad = None
-    t._hooks = None
-    t._retains_grad = False
-    t._base = None
     return t
 
 
@@ -234,43 +260,19 @@ _asarray = None
 # The backward walk
 # ---------------------------------------------------------------------------------------
 
-def _sum_grads(existing, new):
-    if existing is None:
-        return new
-    return existing + new
-
-
 def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_unused=False,
                  accumulate=True):
     """Propagate ``root_grads`` (arrays) from ``roots`` (tensors) through the graph.
 
     With ``accumulate=True`` leaf gradients are added into ``.grad`` (``backward``);
-    otherwise the gradients of ``inputs`` are returned (``autograd.grad``). The walk is
-    iterative: each node runs once, after every gradient flowing into it has arrived.
-    """
-    # 1. Count, for every node reachable from the roots, how many edges lead into it.
-    dependencies: dict = {}
-    stack = []
-    for root in roots:
-        fn = root._grad_fn
-        if fn is not None and fn not in dependencies:
-            dependencies[fn] = 0
-            stack.append(fn)
-    while stack:
-        fn = stack.pop()
-        for edge in fn.next_edges:
-            if edge is None:
-                continue
-            target = edge[0]
-            if target.__class__ is _Tensor or isinstance(target, _Tensor):
-                continue
-            count = dependencies.get(target)
-            if count is None:
-                dependencies[target] = 1
-                stack.append(target)
-            else:
-                dependencies[target] = count + 1
+    otherwise the gradients of ``inputs`` are returned (``autograd.grad``).
 
+    Order: a node can only feed nodes created after it, so taking pending nodes
+    latest-created first (a heap on the creation sequence number, as PyTorch does)
+    runs each node once, after every gradient flowing into it has arrived -- no
+    separate dependency-counting pass, no recursion. Edges into leaves carry
+    output_nr -1.
+    """
     # What autograd.grad captures: leaves by identity, non-leaves by (node, output_nr).
     captured = None
     capture_keys = None
@@ -281,23 +283,22 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
             key = (t._grad_fn, t._output_nr) if t._grad_fn is not None else id(t)
             capture_keys.setdefault(key, []).append(i)
 
-    buffers: dict = {}
-    ready = []
+    buffers: dict = {}  # node -> gradient(s) received so far; a node is pending iff it is here
+    pending = []  # heap of (-sequence_nr, node)
     for root, grad in zip(roots, root_grads):
         fn = root._grad_fn
         if fn is None:
             _deliver_to_leaf(root, grad, accumulate, capture_keys, captured)
             continue
+        if fn not in buffers:
+            _heappush(pending, (-fn.sequence_nr, fn))
         _add_to_buffer(buffers, fn, root._output_nr, grad)
-    for root in roots:
-        fn = root._grad_fn
-        if fn is not None and dependencies.get(fn) == 0 and fn not in ready:
-            ready.append(fn)
 
-    while ready:
-        fn = ready.pop()
+    while pending:
+        fn = _heappop(pending)[1]
         grad_outputs = buffers.pop(fn)
-        if fn._tensor_hooks is not None:
+        has_hooks = fn.has_hooks
+        if has_hooks and fn._tensor_hooks is not None:
             grad_outputs = _run_tensor_hooks(fn, grad_outputs)
         if capture_keys is not None:
             for nr in range(fn.num_outputs):
@@ -306,39 +307,39 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
                     g = grad_outputs if fn.num_outputs == 1 else grad_outputs[nr]
                     for i in indices:
                         captured[i] = g
-        if fn._pre_hooks is not None:
+        if has_hooks and fn._pre_hooks is not None:
             grad_outputs = _run_pre_hooks(fn, grad_outputs)
         saved = fn.saved
         if saved is _FREED:
             fn.saved_arrays  # raises the "backward through the graph a second time" error
-        grad_inputs = fn.apply_backward(grad_outputs)
-        if not retain_graph and saved:
+        grad_inputs = fn.backward(fn, grad_outputs)
+        if saved and not retain_graph:
             fn.saved = _FREED
         if grad_inputs.__class__ is not tuple:
             grad_inputs = (grad_inputs,)
-        if fn._post_hooks is not None:
+        if has_hooks and fn._post_hooks is not None:
             grad_inputs = _run_post_hooks(fn, grad_inputs, grad_outputs)
         edges = fn.next_edges
         if len(grad_inputs) != len(edges):
             raise RuntimeError(f"function {fn.grad_fn_name} returned an incorrect number of gradients "
                                f"(expected {len(edges)}, got {len(grad_inputs)})")
         for edge, grad in zip(edges, grad_inputs):
-            if edge is None:
+            if edge is None or grad is None:
                 continue
             target, nr = edge
-            if target.__class__ is _Tensor or isinstance(target, _Tensor):
-                if grad is not None:
-                    _deliver_to_leaf(target, grad, accumulate, capture_keys, captured)
-                continue
-            if grad is not None:
-                _add_to_buffer(buffers, target, nr, grad)
-            remaining = dependencies[target] - 1
-            dependencies[target] = remaining
-            if remaining == 0:
-                if target in buffers:
-                    ready.append(target)
+            if nr < 0:
+                _deliver_to_leaf(target, grad, accumulate, capture_keys, captured)
+            elif nr == 0 and target.num_outputs == 1:
+                existing = buffers.get(target)
+                if existing is None:
+                    buffers[target] = grad
+                    _heappush(pending, (-target.sequence_nr, target))
                 else:
-                    _skip_node(target, dependencies, buffers, ready)
+                    buffers[target] = existing + grad
+            else:
+                if target not in buffers:
+                    _heappush(pending, (-target.sequence_nr, target))
+                _add_to_buffer(buffers, target, nr, grad)
 
     if inputs is None:
         return None
@@ -350,26 +351,6 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
                                "the graph. Set allow_unused=True if this is the desired behavior.")
         results.append(g)
     return results
-
-
-def _skip_node(fn, dependencies, buffers, ready):
-    """A node that received no gradient at all: release its dependents without running it."""
-    stack = [fn]
-    while stack:
-        node = stack.pop()
-        for edge in node.next_edges:
-            if edge is None:
-                continue
-            target = edge[0]
-            if target.__class__ is _Tensor or isinstance(target, _Tensor):
-                continue
-            remaining = dependencies[target] - 1
-            dependencies[target] = remaining
-            if remaining == 0:
-                if target in buffers:
-                    ready.append(target)
-                else:
-                    stack.append(target)
 
 
 def _add_to_buffer(buffers, fn, nr, grad):

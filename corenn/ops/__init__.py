@@ -9,6 +9,8 @@ from __future__ import annotations
 from corenn.dispatch import KernelRegistration
 from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
+from corenn.ops import conv  # noqa: E402 - layer kernels (conv, pooling, norms, losses, ...)
+from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops._kernel import CORE_KERNELS
 from corenn.ops.elementwise import *  # noqa: F401,F403
 from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bitwise_left_shift,  # noqa: F401
@@ -25,6 +27,7 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
+                     + conv.__all__
                      + ["return_types"]))
 
 
@@ -57,6 +60,8 @@ def _bind_methods(tensor_cls):
     namespace = globals()
     for name in TENSOR_METHODS:
         setattr(tensor_cls, name, namespace[name])
+    tensor_cls.__add__ = tensor_cls.__radd__ = namespace["add"]
+    tensor_cls.__mul__ = tensor_cls.__rmul__ = namespace["mul"]
     tensor_cls.T = property(movement._T)
     tensor_cls.mT = property(movement._mT)
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",

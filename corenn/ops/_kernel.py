@@ -56,33 +56,24 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(result)
 
 
-def run_broadcasting(op_name, input, other, **params):
-    """Run a broadcasting op; a shape mismatch becomes PyTorch's message naming both shapes."""
-    try:
-        return run(op_name, input, other, **params)
-    except ValueError:
-        shapes = [x._data.shape for x in (input, other) if isinstance(x, Tensor)]
-        if len(shapes) == 2:
-            broadcast_shapes(*shapes)
-        raise
-
-
 def is_scalar(value) -> bool:
     return isinstance(value, numbers.Number) and not isinstance(value, Tensor)
 
 
 def promote_pair(input, other):
     """Bring a tensor and a tensor-or-scalar to PyTorch's common dtype before a binary op."""
-    if not isinstance(input, Tensor):
-        input = _coerce(input, other)
     if isinstance(other, Tensor):
-        if input._data.dtype != other._data.dtype:
+        if not isinstance(input, Tensor):
+            input = _coerce(input, other)
+        if input._data.dtype is not other._data.dtype and input._data.dtype != other._data.dtype:
             target = _dtype.result_type(input, other)
             if input.dtype is not target:
                 input = input.to(target)
             if other.dtype is not target:
                 other = other.to(target)
         return input, other
+    if not isinstance(input, Tensor):
+        input = _coerce(input, other)
     if is_scalar(other):
         target = _dtype.dtype_with_scalar(input.dtype, other)
         if target is not input.dtype:
@@ -105,7 +96,7 @@ def _coerce(value, like):
 
 def to_floating(input: Tensor) -> Tensor:
     """Integer and bool inputs of floating ops (exp, sqrt, ...) compute in the default float dtype."""
-    if input.dtype.is_floating_point:
+    if input._data.dtype.kind == "f":
         return input
     return input.to(_dtype.get_default_dtype())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from corenn import _dtype
-from corenn.ops._kernel import Op, kernel, promote_pair, run, run_broadcasting, sum_to_shape, to_floating
+from corenn.ops._kernel import Op, kernel, promote_pair, run, sum_to_shape, to_floating
 from corenn.tensor.tensor import Tensor
 
 
@@ -25,15 +25,16 @@ def _shape(x):
 class Add(Op):
     @staticmethod
     def forward(ctx, a, b, alpha=1):
-        ctx.a_shape, ctx.b_shape, ctx.alpha = a.shape, _shape(b), alpha
+        ctx.shapes = (a.shape, _shape(b), alpha)
         return a + b if alpha == 1 else a + alpha * b
 
     @staticmethod
     def backward(ctx, grad):
+        a_shape, b_shape, alpha = ctx.shapes
         grad_b = None
-        if ctx.b_shape is not None:
-            grad_b = sum_to_shape(grad if ctx.alpha == 1 else grad * ctx.alpha, ctx.b_shape)
-        return sum_to_shape(grad, ctx.a_shape), grad_b
+        if ctx.next_edges[1] is not None:
+            grad_b = sum_to_shape(grad if alpha == 1 else grad * alpha, b_shape)
+        return sum_to_shape(grad, a_shape), grad_b
 
 
 @kernel("sub", "SubBackward0")
@@ -61,8 +62,10 @@ class Mul(Op):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_arrays
-        b_shape = _shape(b)
-        return sum_to_shape(grad * b, a.shape), None if b_shape is None else sum_to_shape(grad * a, b_shape)
+        to_a, to_b = ctx.next_edges
+        grad_a = None if to_a is None else sum_to_shape(grad * b, a.shape)
+        grad_b = None if to_b is None else sum_to_shape(grad * a, b.shape)
+        return grad_a, grad_b
 
 
 @kernel("div", "DivBackward0")
@@ -190,8 +193,11 @@ class Minimum(Op):
 
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other`` with broadcasting (``torch.add``)."""
-    input, other = promote_pair(input, other)
-    return _maybe_out(run_broadcasting("add", input, other, alpha=alpha), out)
+    if other.__class__ is not Tensor or input._data.dtype is not other._data.dtype:
+        input, other = promote_pair(input, other)
+    if out is not None:
+        return _maybe_out(run("add", input, other, alpha=alpha), out)
+    return run("add", input, other, alpha=alpha) if alpha != 1 else run("add", input, other)
 
 
 def sub(input, other, *, alpha=1, out=None):
@@ -200,7 +206,7 @@ def sub(input, other, *, alpha=1, out=None):
     if input.dtype is _dtype.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
-    return _maybe_out(run_broadcasting("sub", input, other, alpha=alpha), out)
+    return _maybe_out(run("sub", input, other, alpha=alpha), out)
 
 
 subtract = sub
@@ -211,13 +217,16 @@ def rsub(input, other, *, alpha=1):
     input, other = promote_pair(input, other)
     if not isinstance(other, Tensor):
         other = Tensor._wrap(input._device._xp.asarray(other, dtype=input._data.dtype), input._device)
-    return run_broadcasting("sub", other, input, alpha=alpha)
+    return run("sub", other, input, alpha=alpha)
 
 
 def mul(input, other, *, out=None):
     """Elementwise product with broadcasting (``torch.mul``)."""
-    input, other = promote_pair(input, other)
-    return _maybe_out(run_broadcasting("mul", input, other), out)
+    if other.__class__ is not Tensor or input._data.dtype is not other._data.dtype:
+        input, other = promote_pair(input, other)
+    if out is not None:
+        return _maybe_out(run("mul", input, other), out)
+    return run("mul", input, other)
 
 
 multiply = mul
@@ -231,11 +240,11 @@ def div(input, other, *, rounding_mode=None, out=None):
             input = input.to(_dtype.get_default_dtype())
             if isinstance(other, Tensor):
                 other = other.to(input.dtype)
-        return _maybe_out(run_broadcasting("div", input, other), out)
+        return _maybe_out(run("div", input, other), out)
     if rounding_mode == "floor":
-        return run_broadcasting("floor_divide", input, other)
+        return run("floor_divide", input, other)
     if rounding_mode == "trunc":
-        return run_broadcasting("trunc_divide", input, other)
+        return run("trunc_divide", input, other)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
 
 
@@ -244,19 +253,19 @@ divide = true_divide = div
 
 def floor_divide(input, other):
     input, other = promote_pair(input, other)
-    return run_broadcasting("floor_divide", input, other)
+    return run("floor_divide", input, other)
 
 
 def remainder(input, other):
     """Python-style modulus (sign of the divisor), ``torch.remainder``."""
     input, other = promote_pair(input, other)
-    return run_broadcasting("remainder", input, other)
+    return run("remainder", input, other)
 
 
 def fmod(input, other):
     """C-style modulus (sign of the dividend), ``torch.fmod``."""
     input, other = promote_pair(input, other)
-    return run_broadcasting("fmod", input, other)
+    return run("fmod", input, other)
 
 
 def pow(input, exponent):
@@ -266,7 +275,7 @@ def pow(input, exponent):
         input = Tensor._wrap(exponent_tensor._device._xp.asarray(
             input, dtype=_dtype.dtype_with_scalar(exponent_tensor.dtype, input).numpy), exponent_tensor._device)
     input, exponent = promote_pair(input, exponent)
-    return run_broadcasting("pow", input, exponent)
+    return run("pow", input, exponent)
 
 
 def float_power(input, exponent):
@@ -275,12 +284,12 @@ def float_power(input, exponent):
 
 def maximum(input, other):
     input, other = promote_pair(input, other)
-    return run_broadcasting("maximum", input, other)
+    return run("maximum", input, other)
 
 
 def minimum(input, other):
     input, other = promote_pair(input, other)
-    return run_broadcasting("minimum", input, other)
+    return run("minimum", input, other)
 
 
 def _maybe_out(result, out):
@@ -313,7 +322,7 @@ def _comparison(name, numpy_name):
         if other is None:
             return False if name == "eq" else True  # ``t == None`` as Python objects compare
         input, other = promote_pair(input, other)
-        return run_broadcasting(name, input, other)
+        return run(name, input, other)
 
     compare.__name__ = name
     compare.__doc__ = f"Elementwise ``{numpy_name}`` with broadcasting; returns a bool tensor (``torch.{name}``)."
@@ -346,7 +355,7 @@ def _bitwise(name, numpy_name):
         if input.dtype.is_floating_point:
             raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}': bitwise operators "
                                "need integer or bool tensors")
-        return run_broadcasting(name, input, other)
+        return run(name, input, other)
 
     bitwise.__name__ = name
     return bitwise

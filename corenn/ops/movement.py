@@ -379,8 +379,9 @@ class _DeviceCopy(Op):
 
     grad_fn_name = "ToCopyBackward0"
 
-    def apply_backward(self, grad):
-        return _transfer(grad, self.target, self.source)
+    @staticmethod
+    def backward(ctx, grad):
+        return _transfer(grad, ctx.target, ctx.source)
 
 
 def to_copy(input, device=None, dtype=None):
@@ -396,7 +397,7 @@ def to_copy(input, device=None, dtype=None):
         if result._requires_grad and _node.GRAD_ENABLED:
             node = _DeviceCopy()
             node.source, node.target = result._device, device
-            node.next_edges = (_node._edge(result),)
+            _node.attach(node, (result,))
             out._grad_fn, out._requires_grad = node, True
         result = out
     if result is input:

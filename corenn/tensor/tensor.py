@@ -62,8 +62,12 @@ class Tensor:
         tensor([2., 4.])
     """
 
-    __slots__ = ("_data", "_device", "_grad_fn", "_requires_grad", "_output_nr", "grad", "_hooks",
-                 "_retains_grad", "_base", "__weakref__", "__dict__")
+    # Only what every op sets is a slot; rarely-set state has class-level defaults and lands in
+    # the instance __dict__ when used, keeping tensor creation (once per op) cheap.
+    __slots__ = ("_data", "_device", "_grad_fn", "_requires_grad", "_output_nr", "__weakref__", "__dict__")
+    grad = None
+    _hooks = None
+    _retains_grad = False
 
     # numpy defers binary operators to us (``np_scalar * t`` calls ``t.__rmul__``).
     __array_ufunc__ = None
@@ -89,10 +93,6 @@ class Tensor:
         t._grad_fn = None
         t._requires_grad = bool(requires_grad)
         t._output_nr = 0
-        t.grad = None
-        t._hooks = None
-        t._retains_grad = False
-        t._base = None
         return t
 
     # -- basic properties ---------------------------------------------------------------
@@ -262,6 +262,7 @@ class Tensor:
             hooks = self._hooks
         else:
             fn = self._grad_fn
+            fn.has_hooks = True
             if fn._tensor_hooks is None:
                 fn._tensor_hooks = {}
             hooks = fn._tensor_hooks.setdefault(self._output_nr, OrderedDict())
@@ -456,18 +457,16 @@ class Tensor:
         new._grad_fn = None
         new._requires_grad = self._requires_grad
         new._output_nr = 0
-        new.grad = _copy.deepcopy(self.grad, memo)
-        new._hooks = None
-        new._retains_grad = False
-        new._base = None
         for key, value in self.__dict__.items():
-            setattr(new, key, _copy.deepcopy(value, memo))
+            if key not in ("_hooks", "_retains_grad"):
+                setattr(new, key, _copy.deepcopy(value, memo))
         return new
 
     def __reduce_ex__(self, protocol):
         # Pickled as host data (for worker processes and multiprocessing); the graph is not pickled.
         return (_rebuild_tensor, (type(self), self._host(), str(self._device), self._requires_grad,
-                                  dict(self.__dict__)))
+                                  {k: v for k, v in self.__dict__.items()
+                                   if k not in ("grad", "_hooks", "_retains_grad")}))
 
     # -- in-place updates --------------------------------------------------------------------
     def _check_inplace(self) -> None:
@@ -556,23 +555,14 @@ class Tensor:
         setitem(self, index, value)
 
     # -- Python operators (each a corenn op) ---------------------------------------------------------
-    def __add__(self, other):
-        return _ops.add(self, other)
-
-    def __radd__(self, other):
-        return _ops.add(self, other)
+    # ``+``, ``*`` and ``-`` are the ops themselves (bound by ``corenn.ops._bind_methods``): one call
+    # less on the hottest path. Addition and multiplication commute, dtype promotion included.
 
     def __sub__(self, other):
         return _ops.sub(self, other)
 
     def __rsub__(self, other):
         return _ops.rsub(self, other)
-
-    def __mul__(self, other):
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return _ops.mul(self, other)
 
     def __truediv__(self, other):
         return _ops.div(self, other)
@@ -795,8 +785,7 @@ def _rebuild_tensor(cls, host_array, device_str, requires_grad, state):
     t = tensor(host_array, device=device_str)
     if cls is not Tensor:
         new = object.__new__(cls)
-        for slot in ("_data", "_device", "_grad_fn", "_requires_grad", "_output_nr", "grad", "_hooks",
-                     "_retains_grad", "_base"):
+        for slot in ("_data", "_device", "_grad_fn", "_requires_grad", "_output_nr"):
             setattr(new, slot, getattr(t, slot))
         t = new
     t._requires_grad = requires_grad
