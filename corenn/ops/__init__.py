@@ -9,8 +9,9 @@ from __future__ import annotations
 from corenn.dispatch import KernelRegistration
 from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
-from corenn.ops import conv  # noqa: E402 - layer kernels (conv, pooling, norms, losses, ...)
+from corenn.ops import conv, pooling  # layer kernels (conv, pooling, norms, losses, ...)
 from corenn.ops.conv import *  # noqa: F401,F403
+from corenn.ops.pooling import *  # noqa: F401,F403
 from corenn.ops._kernel import CORE_KERNELS
 from corenn.ops.elementwise import *  # noqa: F401,F403
 from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bitwise_left_shift,  # noqa: F401
@@ -27,7 +28,7 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + conv.__all__
+                     + conv.__all__ + pooling.__all__
                      + ["return_types"]))
 
 
