@@ -1,0 +1,1 @@
+"""Testing helpers for corenn and its plugins (the op-conformance kit lives in corenn.testing.opcheck)."""

@@ -1,0 +1,27 @@
+"""Shared test fixtures: the PyTorch oracle and hypothesis profiles sized for a small shared machine."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is a test extra; tests that need it import it themselves
+    settings = None
+
+if settings is not None:
+    # No deadline: two cores shared by several engineers make timings meaningless.
+    settings.register_profile("default", deadline=None, max_examples=25,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("ci", deadline=None, max_examples=100, derandomize=True,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("quick", deadline=None, max_examples=5,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def torch():
+    """PyTorch as the oracle; the test is skipped where it is not installed."""
+    return pytest.importorskip("torch")

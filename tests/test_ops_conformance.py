@@ -1,0 +1,108 @@
+"""Every op of the conformance table on every registered device: forward vs reference, backward vs gradcheck.
+
+The table lives in ``corenn.testing.opcheck`` so that plugins reuse it; these tests
+run it against the core, once with numpy references (no torch needed), once with
+PyTorch as the oracle, and on hypothesis-drawn shapes (broadcasting, 0-d, empty).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import corenn
+from corenn.dispatch import KernelRegistration, kernels
+from corenn.testing import opcheck
+from corenn.testing.opcheck import ConformanceError, Float, OpCase, check_op, opcheck_params, run_conformance
+
+
+@pytest.mark.parametrize("case, device", opcheck_params())
+def test_op_against_numpy_and_gradcheck(case, device):
+    reference = "numpy" if case.ref is not None else ("cpu" if device != "cpu" else "none")
+    assert check_op(case, device, reference=reference) == reference
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case, device", opcheck_params())
+def test_op_against_torch(case, device, torch):
+    if not case.torch:
+        pytest.skip("no PyTorch expression for this case")
+    assert check_op(case, device, reference="torch", check_grad=False) == "torch"
+
+
+BROADCASTING = [c for c in opcheck.CASES if c.broadcast]
+
+
+@pytest.mark.parametrize("case", BROADCASTING, ids=[c.id for c in BROADCASTING])
+@settings(max_examples=8)
+@given(data=st.data())
+def test_op_on_drawn_shapes(case, data):
+    """Gradcheck (float64) and oracle on shapes hypothesis draws: broadcasting, 0-d and empty included."""
+    n_float = sum(isinstance(a, Float) for a in case.args)
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=n_float, min_dims=0, max_dims=3,
+                                                         min_side=0, max_side=3), label="shapes")
+    drawn = case.with_shapes(shapes.input_shapes)
+    seed = data.draw(st.integers(0, 2**16), label="seed")
+    check_op(drawn, "cpu", seed=seed)
+
+
+def test_run_conformance_reports_every_case():
+    results = run_conformance("cpu", ops=["add", "matmul"], reference="numpy")
+    ids = [case_id for case_id, _ in results]
+    assert ids == [c.id for c in opcheck.cases(["add", "matmul"])]
+    assert {outcome for _, outcome in results} == {"numpy", "none"}
+
+
+def test_unknown_op_names_raise():
+    with pytest.raises(ValueError, match="no conformance cases for \\['no_such_op'\\]"):
+        opcheck.cases(["no_such_op"])
+
+
+def test_wrong_forward_is_caught():
+    case = OpCase("exp", lambda lib, x: lib.exp(x) * 1.001, [Float((3,))], ref=np.exp)
+    with pytest.raises(ConformanceError, match="differs from the reference"):
+        check_op(case, reference="numpy")
+
+
+def test_wrong_backward_in_a_plugin_kernel_is_caught():
+    """A kernel registered over the core's (as a plugin does) with a wrong backward fails the kit."""
+    core_exp = kernels.lookup("exp", "cpu")
+
+    class WrongExp(core_exp):
+        @staticmethod
+        def backward(ctx, grad):
+            return core_exp.backward(ctx, grad) * 1.5
+
+    kernels.register(KernelRegistration(op="exp", device_type="cpu", kernel=WrongExp, priority=100,
+                                        source="test-wrong-exp"))
+    try:
+        assert kernels.lookup("exp", "cpu") is WrongExp
+        results = run_conformance("cpu", ops=["exp"], reference="numpy", raise_on_failure=False)
+        assert results and all("gradcheck failed" in outcome for _, outcome in results)
+        with pytest.raises(ConformanceError, match="1 of 1 cases failed on cpu"):
+            run_conformance("cpu", ops=["exp"], reference="numpy")
+    finally:
+        kernels.unregister_source("test-wrong-exp")
+    assert kernels.lookup("exp", "cpu") is core_exp
+
+
+def test_wrong_custom_function_gradient_is_caught():
+    class Broken(corenn.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 3  # should be grad * 2
+
+    case = OpCase("custom", lambda lib, x: Broken.apply(x), [Float((3,))], torch=False)
+    with pytest.raises(ConformanceError, match="gradcheck failed.*Jacobian mismatch"):
+        check_op(case, reference="none")
+
+
+def test_every_device_is_listed():
+    assert "cpu" in opcheck.available_devices()
+    params = opcheck_params(ops=["add"])
+    assert {p.values[1] for p in params} == set(opcheck.available_devices())
