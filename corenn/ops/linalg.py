@@ -181,19 +181,38 @@ class Einsum(Op):
         xp = ctx.xp
         grads = []
         for i, (term, operand) in enumerate(zip(ctx.terms, operands)):
-            if len(set(term)) != len(term):
-                raise RuntimeError(f"einsum backward does not support repeated subscripts within one operand "
-                                   f"({term!r})")
+            # A repeated letter ('ii') reads a diagonal: take the gradient of the distinct
+            # letters first, then place it back on that diagonal.
+            unique = "".join(dict.fromkeys(term))
+            unique_shape = tuple(operand.shape[term.index(c)] for c in unique)
             others = [(t, o) for j, (t, o) in enumerate(zip(ctx.terms, operands)) if j != i]
             available = set(ctx.output).union(*[set(t) for t, _ in others])
-            kept = "".join(c for c in term if c in available)
+            kept = "".join(c for c in unique if c in available)
             equation = ",".join([ctx.output] + [t for t, _ in others]) + "->" + kept
             g = xp.einsum(equation, grad, *[o for _, o in others])
-            if kept != term:  # letters summed inside this operand alone: broadcast back
-                shape = [operand.shape[term.index(c)] if c in kept else 1 for c in term]
-                g = xp.broadcast_to(g.reshape(shape), operand.shape)
+            if kept != unique:  # letters summed inside this operand alone: broadcast back
+                shape = [unique_shape[unique.index(c)] if c in kept else 1 for c in unique]
+                g = xp.broadcast_to(g.reshape(shape), unique_shape)
+            if unique != term:
+                g = _onto_diagonals(xp, g, unique, term, operand)
             grads.append(g)
         return tuple(grads)
+
+
+def _onto_diagonals(xp, grad, unique, term, operand):
+    """Spread ``grad`` (subscripts ``unique``) onto the diagonals of an operand with subscripts ``term``."""
+    spare = iter(c for c in string.ascii_letters if c not in term)
+    renamed, deltas, seen = "", [], set()
+    for c, size in zip(term, operand.shape):
+        if c in seen:  # a later occurrence: a fresh letter tied to the first by an identity matrix
+            fresh = next(spare)
+            deltas.append((c + fresh, xp.eye(size, dtype=grad.dtype)))
+            renamed += fresh
+        else:
+            seen.add(c)
+            renamed += c
+    equation = ",".join([unique] + [t for t, _ in deltas]) + "->" + renamed
+    return xp.einsum(equation, grad, *[d for _, d in deltas])
 
 
 def einsum(equation, *operands):
