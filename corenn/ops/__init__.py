@@ -45,7 +45,7 @@ eq ne lt le gt ge greater greater_equal less less_equal not_equal logical_and lo
 bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isnan isinf isfinite signbit
 neg negative abs absolute sign exp exp2 expm1 log log2 log10 log1p sqrt rsqrt square reciprocal sin cos tan tanh
 sigmoid relu erf floor ceil round trunc fix clamp clip clamp_min clamp_max where masked_fill addcmul addcdiv lerp
-xlogy nan_to_num
+xlogy nan_to_num isclose allclose equal
 sum nansum mean prod max min amax amin aminmax argmax argmin var std logsumexp norm all any count_nonzero cumsum
 cumprod
 reshape view view_as reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t movedim

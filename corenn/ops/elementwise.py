@@ -1055,6 +1055,27 @@ def xlogy(input, other):
     return mul(input, log(other)) if isinstance(other, Tensor) else mul(input, math.log(other))
 
 
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|input - other| <= atol + rtol * |other|`` (``torch.isclose``)."""
+    input, other = promote_pair(input, other)
+    other_array = other._data if isinstance(other, Tensor) else other
+    xp = input._device._xp
+    return Tensor._wrap(xp.isclose(input._data, other_array, rtol=rtol, atol=atol, equal_nan=equal_nan),
+                        input._device)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """Whether every element is close (``torch.allclose``); shapes must broadcast."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+def equal(input, other) -> bool:
+    """True when both tensors have the same shape and elements (``torch.equal``)."""
+    if input.shape != other.shape:
+        return False
+    return bool((input == other).all().item())
+
+
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     xp = input._device._xp
     array = xp.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf)
