@@ -157,7 +157,9 @@ class BackendRegistry:
 
     def unregister(self, device_type: str) -> None:
         self._backends.pop(device_type, None)
-        device._cache.clear()
+        # Forget only this type's devices: other devices (cpu) must stay the same objects, ops compare by identity.
+        for key in [key for key, cached in device._cache.items() if cached.type == device_type]:
+            del device._cache[key]
         kernels._resolved.pop(device_type, None)
 
     def get(self, device_type: str) -> Backend:

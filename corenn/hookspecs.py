@@ -7,16 +7,44 @@ and named after the specs below; it is found through the entry-point group
 (``corenn.backends.cpu``, ``corenn.ops``).
 
 Hooks are called with keyword arguments only, so a spec can gain arguments
-without breaking plugins that don't ask for them.
+without breaking plugins that don't ask for them (a hookimpl names only the
+arguments it wants). No hook here is ``firstresult``: every plugin's answer is
+used, in registration order.
+
+Three kinds of hooks:
+
+- *registration* hooks run once per plugin, when it loads, and hand corenn
+  objects to keep (backends, kernels, process-group backends, FX leaf rules,
+  module-state handlers, op observers). Their answers are checked: a
+  malformed answer marks the plugin *failed* and nothing of it stays
+  registered. Raising :class:`corenn.plugins.PluginUnavailable` from any of
+  them marks the plugin *unavailable* (cannot run on this machine) instead.
+- *information* hooks run when asked (``python -m corenn info``).
+- the *host* hook :func:`corenn_add_hookspecs` lets a plugin publish hooks of
+  its own for other plugins.
+
+Runtime participation (the profiler seeing every op, a plugin's state in
+``state_dict``) goes through the objects the registration hooks return, not
+through a hook call per op: that keeps the op hot path free of pluggy.
+
+Example plugin module::
+
+    import corenn
+
+    @corenn.hookimpl
+    def corenn_info_lines():
+        return ["my-plugin: nothing to report"]
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import pluggy
 
 if TYPE_CHECKING:
     from corenn.dispatch import Backend, KernelRegistration
+
+__all__ = ["hookspec", "hookimpl"]
 
 hookspec = pluggy.HookspecMarker("corenn")
 hookimpl = pluggy.HookimplMarker("corenn")
@@ -25,26 +53,96 @@ hookimpl = pluggy.HookimplMarker("corenn")
 # -- registration: called once per plugin, when plugins load ---------------------------------------
 
 @hookspec
-def corenn_register_backends() -> Iterable["Backend"]:
+def corenn_register_backends() -> Iterable[Backend]:
     """Return the device backends this plugin provides (``corenn.dispatch.Backend`` objects).
 
-    Called once when the plugin loads, before kernels are registered. Every
-    plugin's answer is used. A device type may be provided by one plugin only; a
-    second provider is reported as a failed registration. A plugin whose device
-    cannot run on this machine (no GPU, no driver) should raise
+    When: once, when the plugin loads, before any of its other registration hooks.
+    Receives: nothing.
+    Returns: an iterable of ``Backend`` (or None for none).
+    First answer wins: no, every plugin's backends are registered; a device
+    type may be provided by one plugin only, and a second provider fails to load.
+    A plugin whose device cannot run on this machine (no GPU, no driver) raises
     ``corenn.plugins.PluginUnavailable("reason")`` instead of returning a
     backend: it is then listed as *unavailable*, not *failed*.
     """
 
 
 @hookspec
-def corenn_register_kernels() -> Iterable["KernelRegistration"]:
+def corenn_register_kernels() -> Iterable[KernelRegistration]:
     """Return kernel registrations (``corenn.dispatch.KernelRegistration``): (op, device type, kernel, priority).
 
-    Called once when the plugin loads, after all backends are registered. Every
-    plugin's answer is used; at dispatch the registration with the highest
-    priority for (op, device type) wins, ``device_type="*"`` matching any
-    backend. The core's kernels have priority 0.
+    When: once, when the plugin loads, after its backends are registered.
+    Receives: nothing.
+    Returns: an iterable of ``KernelRegistration`` whose ``kernel`` is a
+    ``corenn.autograd.node.Op`` subclass (forward and backward together).
+    First answer wins: no, every registration is kept; at dispatch the one
+    with the highest ``priority`` for (op, device type) runs,
+    ``device_type="*"`` matching any numpy-API backend, earlier registration
+    winning ties. The core's kernels have priority 0, so priority >= 1 overrides.
+    """
+
+
+@hookspec
+def corenn_register_process_group_backends() -> Mapping[str, Callable[..., Any]]:
+    """Return ``{backend name: factory}`` for collective communication (``"mpi"``, ``"nccl"``, ``"gloo"``).
+
+    When: once, when the plugin loads.
+    Receives: nothing.
+    Returns: a mapping from a backend name to a callable that builds a
+    process group; the keyword arguments the factory takes are defined by the
+    distributed plugin that calls it (``corenn_distributed.init_process_group``),
+    which looks factories up with ``corenn.plugins.process_group_backends()``.
+    First answer wins: no, all plugins' mappings are merged; a name provided
+    by two plugins fails the second. Raise ``PluginUnavailable`` when no
+    backend can run here (no MPI, no NCCL); leave out just the ones that can't.
+    """
+
+
+@hookspec
+def corenn_fx_leaf_modules() -> Iterable[Callable[[Any, str], bool | None]]:
+    """Return rules ``rule(module, qualified_name) -> bool | None`` that FX tracing asks about each module.
+
+    When: once, when the plugin loads; the rules are then asked by
+    ``corenn.fx.Tracer.is_leaf_module`` through ``corenn.plugins.fx_leaf_module_rules()``.
+    Receives: nothing.
+    Returns: an iterable of callables. A rule returns True to keep the module
+    as a single ``call_module`` node (a leaf), None for no opinion.
+    First answer wins: no, any rule answering True makes the module a leaf,
+    whatever the other rules say; with no True the tracer's own rule decides.
+    """
+
+
+@hookspec
+def corenn_module_state_handlers() -> Iterable[Any]:
+    """Return handlers that take part in ``Module.state_dict`` / ``load_state_dict`` for what a plugin hangs on a module.
+
+    When: once, when the plugin loads; the handlers are then listed by
+    ``corenn.plugins.module_state_handlers()``.
+    Receives: nothing.
+    Returns: an iterable of objects with one or both of the methods
+    ``state_dict_post(module, state_dict, prefix)`` (after a module has put its
+    own entries, under ``prefix``, into ``state_dict``: add, rename or drop
+    entries in place) and ``load_state_dict_pre(module, state_dict, prefix)``
+    (before a module reads its entries from ``state_dict``: convert them in
+    place). Return values are ignored. A handler with neither method is malformed.
+    First answer wins: no, every handler runs, in registration order.
+    """
+
+
+@hookspec
+def corenn_op_observers() -> Iterable[Any]:
+    """Return observers that see every op for as long as the plugin is registered.
+
+    When: once, when the plugin loads. (To observe for a while only -- a
+    profiler's ``with profile():`` -- use ``corenn.plugins.observe_ops(observer)``.)
+    Receives: nothing.
+    Returns: an iterable of objects with ``op_start(op_name, device, arrays)``
+    and ``op_end(op_name, device, out)``, called around every kernel forward
+    run by the dispatcher (``arrays``: the raw inputs; ``out``: the raw result).
+    An active observer slows every op; with none the dispatcher pays one
+    truthiness test.
+    First answer wins: no, every observer is called (``op_start`` in
+    registration order, ``op_end`` in reverse).
     """
 
 
@@ -54,5 +152,26 @@ def corenn_register_kernels() -> Iterable["KernelRegistration"]:
 def corenn_info_lines() -> Iterable[str]:
     """Return lines describing this plugin's state for ``python -m corenn info`` (versions, devices found).
 
-    Called each time ``info`` runs. Every plugin's answer is shown under its name.
+    When: each time ``info`` runs (``corenn.plugins.info_lines()``).
+    Receives: nothing.
+    Returns: an iterable of strings, shown under the plugin's name.
+    First answer wins: no, every plugin's lines are shown; a plugin whose
+    hook raises gets one line naming the error instead.
+    """
+
+
+# -- host ---------------------------------------------------------------------------------------------------
+
+@hookspec(historic=True)
+def corenn_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
+    """Add hookspecs of this plugin's own, for other plugins to implement (like ``pytest_addhooks``).
+
+    When: when the plugin is registered (a historic hook: plugins registered
+    later are called too).
+    Receives: ``plugin_manager``, corenn's ``pluggy.PluginManager``; call
+    ``plugin_manager.add_hookspecs(module_or_class)``.
+    Returns: nothing.
+    First answer wins: no, every plugin is called. Implementations of hooks
+    that another plugin adds should be marked ``@corenn.hookimpl(optionalhook=True)``
+    if they must also load where that plugin is absent.
     """

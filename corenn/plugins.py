@@ -1,191 +1,499 @@
 """Finding, loading and registering plugins (the pluggy host).
 
 Built-in plugins (the ``cpu`` backend and the core kernels) register first, then
-the entry points of group ``corenn``, unless ``CORENN_DISABLE_PLUGIN_AUTOLOAD=1``;
-``CORENN_PLUGINS=a,b`` loads only the named entry points. A plugin that fails to
-import or register is reported once as a warning naming it, its distribution and
-the cause; it is skipped and the core keeps working (``CORENN_STRICT_PLUGINS=1``
-raises instead). ``corenn.plugins.register(obj)`` adds a plugin at run time.
+the entry points of group ``corenn``, when ``corenn`` is first imported. The
+environment steers loading:
+
+- ``CORENN_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry points (built-ins only);
+- ``CORENN_PLUGINS=a,b``: load only the named entry points (or distributions);
+- ``CORENN_STRICT_PLUGINS=1``: a failing plugin raises :class:`PluginError`
+  instead of being skipped with a :class:`PluginWarning` (for plugin authors);
+- ``CORENN_TRACE_PLUGINS=1``: print loading steps and every hook call to stderr.
+
+A plugin that fails -- its import raises, a registration hook raises or returns
+something malformed, a hookimpl matches no hookspec -- is reported once as a
+warning naming the plugin, its distribution and the cause; it is skipped (nothing
+of it stays registered) and listed as ``failed``. A plugin that raises
+:class:`PluginUnavailable` (no GPU, no MPI) is listed as ``unavailable`` with its
+reason, without a warning. ``corenn.plugins.register(obj)`` adds a plugin at run
+time (tests, notebooks); see also ``corenn.testing.register_plugin``.
+
+Example::
+
+    >>> import corenn
+    >>> [r.name for r in corenn.plugins.records.values() if r.builtin]
+    ['corenn.backends.cpu', 'corenn.ops']
 """
 from __future__ import annotations
 
+import difflib
 import os
+import sys
 import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import attrs
 import pluggy
 
 from corenn import dispatch, hookspecs
 
-__all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginError", "PluginRecord", "records",
-           "ensure_loaded"]
+__all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginError", "PluginWarning", "PluginRecord",
+           "records", "ensure_loaded", "list_plugins", "info_lines", "fx_leaf_module_rules", "module_state_handlers",
+           "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing"]
 
 BUILTIN_PLUGINS = ("corenn.backends.cpu", "corenn.ops")
+ENTRY_POINT_GROUP = "corenn"
+ENV_DISABLE_AUTOLOAD = "CORENN_DISABLE_PLUGIN_AUTOLOAD"
+ENV_PLUGINS = "CORENN_PLUGINS"
+ENV_STRICT = "CORENN_STRICT_PLUGINS"
+ENV_TRACE = "CORENN_TRACE_PLUGINS"
 
 
 class PluginUnavailable(Exception):
-    """Raised by a plugin's registration hook when it cannot run on this machine (no GPU, no MPI)."""
+    """Raised by a plugin (at import or in a registration hook) when it cannot run on this machine.
+
+    The plugin is then listed as *unavailable* with the message as its reason,
+    without a warning: a missing GPU is not a broken plugin.
+
+    Example::
+
+        @corenn.hookimpl
+        def corenn_register_backends():
+            if cupy.cuda.runtime.getDeviceCount() == 0:
+                raise corenn.plugins.PluginUnavailable("no CUDA device found")
+            return [CUDA_BACKEND]
+    """
 
 
 class PluginError(RuntimeError):
-    """A plugin failed to load or register (raised only with ``CORENN_STRICT_PLUGINS=1``)."""
+    """A plugin failed to load or register (raised only with ``CORENN_STRICT_PLUGINS=1``).
+
+    Example: ``CORENN_STRICT_PLUGINS=1 python -c "import corenn"`` raises it for a broken plugin.
+    """
 
 
 class PluginWarning(UserWarning):
-    """Warned once for each plugin that failed and was skipped."""
+    """Warned once for each plugin that failed and was skipped.
+
+    Example: ``warnings.simplefilter("error", corenn.plugins.PluginWarning)`` turns failures into errors.
+    """
 
 
 @attrs.define
 class PluginRecord:
-    """What is known about one plugin: where it came from and how loading went."""
+    """What is known about one plugin: where it came from, how loading went and what it contributed.
+
+    ``status`` is ``active``, ``unavailable``, ``failed`` or ``disabled`` (installed
+    but not loaded because of ``CORENN_DISABLE_PLUGIN_AUTOLOAD`` / ``CORENN_PLUGINS``);
+    ``reason`` says why for the last three.
+
+    Example::
+
+        >>> corenn.plugins.records["corenn.backends.cpu"].devices
+        ['cpu']
+    """
 
     name: str
     distribution: str | None = None
     version: str | None = None
-    status: str = "active"  # active | unavailable | failed | disabled
+    status: str = "active"
     reason: str | None = None
     builtin: bool = False
-    plugin: Any = None
+    entry_point: str | None = None
+    plugin: Any = attrs.field(default=None, repr=False)
+    hooks: list = attrs.Factory(list)
     devices: list = attrs.Factory(list)
-    kernels: list = attrs.Factory(list)
+    kernels: list = attrs.field(factory=list, repr=False)
+    process_group_backends: list = attrs.Factory(list)
+    fx_leaf_rules: list = attrs.field(factory=list, repr=False)
+    state_handlers: list = attrs.field(factory=list, repr=False)
+    op_observers: list = attrs.field(factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        """A JSON-friendly summary (what ``python -m corenn plugins --json`` prints for this plugin)."""
+        return {
+            "name": self.name, "distribution": self.distribution, "version": self.version,
+            "status": self.status, "reason": self.reason, "builtin": self.builtin,
+            "entry_point": self.entry_point, "hooks": list(self.hooks), "devices": list(self.devices),
+            "kernels": [_kernel_summary(r) for r in self.kernels],
+            "process_group_backends": list(self.process_group_backends),
+            "fx_leaf_rules": len(self.fx_leaf_rules), "module_state_handlers": len(self.state_handlers),
+            "op_observers": len(self.op_observers),
+        }
+
+
+def _kernel_summary(registration) -> dict:
+    """One kernel registration, with the registrations of other plugins it outranks."""
+    overrides = sorted({r.source for r in dispatch.kernels.registrations(registration.op)
+                        if r.source != registration.source and r.priority < registration.priority
+                        and (registration.device_type in (r.device_type, "*") or r.device_type == "*")})
+    return {"op": registration.op, "device_type": registration.device_type, "priority": registration.priority,
+            "overrides": overrides}
 
 
 manager = pluggy.PluginManager("corenn")
 manager.add_hookspecs(hookspecs)
+# Historic: every plugin registered from now on is asked for hookspecs of its own when it registers.
+manager.hook.corenn_add_hookspecs.call_historic(kwargs={"plugin_manager": manager})
 records: dict[str, PluginRecord] = {}
+_trace = manager.trace.root.get("corenn")
 _loaded = False
 _loading = False
+_builtins_loaded = False
+
+# What active plugins contributed, in registration order, with the name of the plugin that gave it.
+_process_group_backends: dict[str, tuple[Callable, str]] = {}
+_fx_rules: list[tuple[Callable, str]] = []
+_state_handlers: list[tuple[Any, str]] = []
 
 
-def _strict() -> bool:
-    return os.environ.get("CORENN_STRICT_PLUGINS", "") not in ("", "0")
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
+
+def enable_tracing(writer: Callable[[str], Any] | None = None) -> Callable[[], None]:
+    """Print plugin loading steps and every hook call (with arguments and results); returns an undo function.
+
+    ``CORENN_TRACE_PLUGINS=1`` does this at import, writing to stderr.
+
+    Example::
+
+        undo = corenn.plugins.enable_tracing(print)
+        corenn.plugins.info_lines()   # prints "corenn_info_lines ... [hook]" lines
+        undo()
+    """
+    manager.trace.root.setwriter(writer or sys.stderr.write)
+    undo_monitoring = manager.enable_tracing()
+
+    def undo() -> None:
+        undo_monitoring()
+        manager.trace.root.setwriter(None)
+    return undo
+
+
+if _env_flag(ENV_TRACE):
+    enable_tracing()
+
+
+# -- failure reporting -----------------------------------------------------------------------------------------------
 
 def _fail(record: PluginRecord, reason: str, status: str = "failed") -> None:
+    """Mark ``record`` failed (warn, or raise in strict mode) or unavailable (quietly)."""
     record.status = status
     record.reason = reason
-    if status == "failed":
-        if _strict():
-            raise PluginError(f"corenn plugin {record.name!r} (distribution {record.distribution}) failed: {reason}")
-        warnings.warn(f"corenn plugin {record.name!r} (distribution {record.distribution or 'unknown'}) failed and "
-                      f"was skipped: {reason}", PluginWarning, stacklevel=3)
+    record.plugin = None
+    _trace(f"plugin {record.name} {status}: {reason}")
+    if status != "failed":
+        return
+    where = f"distribution {record.distribution}" if record.distribution else "registered at run time"
+    message = f"corenn plugin {record.name!r} ({where}) failed and was skipped: {reason}"
+    if _env_flag(ENV_STRICT):
+        raise PluginError(message.replace(" and was skipped", "") + f" [{ENV_STRICT} is set]")
+    warnings.warn(message, PluginWarning, stacklevel=4)
 
 
-def _register_plugin(plugin, record: PluginRecord) -> None:
-    """Register ``plugin`` with pluggy, then let it register backends and kernels."""
+def _describe(error: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(error), error)).strip()
+
+
+# -- the three loading phases ----------------------------------------------------------------------------------------
+# 1. register with pluggy (checks each hookimpl's arguments against its spec),
+# 2. check that every hookimpl names a known hook (after all plugins are in, so a plugin may
+#    implement a hook that another plugin adds with corenn_add_hookspecs),
+# 3. call the registration hooks and keep what they return.
+
+def _phase_register(plugin, record: PluginRecord) -> bool:
+    unmarked = [name for name in dir(plugin) if name.startswith("corenn_") and callable(getattr(plugin, name, None))
+                and manager.parse_hookimpl_opts(plugin, name) is None]
+    if unmarked:
+        _fail(record, f"{', '.join(unmarked)} not decorated with @corenn.hookimpl, so corenn would never call "
+                      f"{'them' if len(unmarked) > 1 else 'it'}")
+        return False
     try:
         manager.register(plugin, name=record.name)
-        manager.check_pending()
-    except Exception as error:  # a hookimpl matching no spec, a duplicate name, ...
+    except Exception as error:  # a hookimpl asking for arguments its spec lacks, a duplicate, ...
         if manager.is_registered(plugin):
             manager.unregister(plugin)
-        return _fail(record, f"{type(error).__name__}: {error}")
+        _fail(record, _describe(error))
+        return False
     record.plugin = plugin
-    registered_devices = []
+    return True
+
+
+def _unknown_hooks(plugin) -> list[str]:
+    unknown = []
+    for caller in manager.get_hookcallers(plugin) or ():
+        if caller.has_spec():
+            continue
+        if any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls()):
+            unknown.append(caller.name)
+    return unknown
+
+
+def _phase_check(plugin, record: PluginRecord) -> bool:
+    unknown = _unknown_hooks(plugin)
+    if not unknown:
+        return True
+    known = [name for name in dir(manager.hook) if name.startswith("corenn_")
+             and getattr(manager.hook, name).has_spec()]
+    details = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        details.append(name + (f" (did you mean {close[0]}?)" if close else ""))
+    manager.unregister(plugin)
+    _fail(record, f"hookimpl {', '.join(details)} matches no corenn hookspec")
+    return False
+
+
+def _answers(plugin, hook_name: str, **kwargs) -> list:
+    """Call one plugin's implementation of a hook (through pluggy, so tracing sees it); [] if it has none."""
+    if not any(caller.name == hook_name for caller in manager.get_hookcallers(plugin) or ()):
+        return []
+    others = [p for p in manager.get_plugins() if p is not plugin]
+    return manager.subset_hook_caller(hook_name, others)(**kwargs)
+
+
+def _items(plugin, hook_name: str, expected: str) -> list:
+    """The items a registration hook returned, as a list; TypeError naming the hook if not iterable."""
+    items = []
+    for answer in _answers(plugin, hook_name):
+        if isinstance(answer, (str, bytes)) or not isinstance(answer, Iterable):
+            raise TypeError(f"{hook_name} must return an iterable of {expected}, got {type(answer).__name__}")
+        items.extend(answer)
+    return items
+
+
+def _phase_activate(plugin, record: PluginRecord) -> None:
+    from corenn.autograd.node import Op
+
+    record.hooks = sorted({caller.name for caller in manager.get_hookcallers(plugin) or ()})
     try:
-        for impl in manager.hook.corenn_register_backends.get_hookimpls():
-            if impl.plugin is not plugin:
-                continue
-            for backend in impl.function() or ():
-                if not isinstance(backend, dispatch.Backend):
-                    raise TypeError(f"corenn_register_backends returned {type(backend).__name__}, expected "
-                                    "corenn.dispatch.Backend")
-                backend.source = record.name
-                dispatch.backends.register(backend)
-                registered_devices.append(backend.type)
-        for impl in manager.hook.corenn_register_kernels.get_hookimpls():
-            if impl.plugin is not plugin:
-                continue
-            registrations = list(impl.function() or ())
-            for registration in registrations:
-                if not isinstance(registration, dispatch.KernelRegistration):
-                    raise TypeError(f"corenn_register_kernels returned {type(registration).__name__}, expected "
-                                    "corenn.dispatch.KernelRegistration")
-            for registration in registrations:
-                registration = attrs.evolve(registration, source=record.name)
-                dispatch.kernels.register(registration)
-                record.kernels.append(registration)
+        for backend in _items(plugin, "corenn_register_backends", "corenn.dispatch.Backend"):
+            if not isinstance(backend, dispatch.Backend):
+                raise TypeError(f"corenn_register_backends returned a {type(backend).__name__}, expected "
+                                "corenn.dispatch.Backend")
+            if not isinstance(backend.type, str) or not backend.type.isidentifier():
+                raise ValueError(f"corenn_register_backends returned a backend with device type {backend.type!r}; "
+                                 "a device type must be an identifier such as 'cuda'")
+            backend.source = record.name
+            dispatch.backends.register(backend)
+            record.devices.append(backend.type)
+
+        registrations = _items(plugin, "corenn_register_kernels", "corenn.dispatch.KernelRegistration")
+        for registration in registrations:
+            if not isinstance(registration, dispatch.KernelRegistration):
+                raise TypeError(f"corenn_register_kernels returned a {type(registration).__name__}, expected "
+                                "corenn.dispatch.KernelRegistration")
+            if not (isinstance(registration.kernel, type) and issubclass(registration.kernel, Op)):
+                raise TypeError(f"kernel for op {registration.op!r} is {registration.kernel!r}, expected a subclass "
+                                "of corenn.autograd.node.Op (forward and backward as static methods)")
+            if not isinstance(registration.priority, int) or isinstance(registration.priority, bool):
+                raise TypeError(f"kernel for op {registration.op!r} has priority {registration.priority!r}, "
+                                "expected an int")
+            if not isinstance(registration.op, str) or not isinstance(registration.device_type, str):
+                raise TypeError(f"kernel registration {registration!r} needs string op and device_type")
+        for registration in registrations:
+            registration = attrs.evolve(registration, source=record.name)
+            dispatch.kernels.register(registration)
+            record.kernels.append(registration)
+
+        for answer in _answers(plugin, "corenn_register_process_group_backends"):
+            if not isinstance(answer, dict) and not hasattr(answer, "items"):
+                raise TypeError("corenn_register_process_group_backends must return a mapping of name -> factory, "
+                                f"got {type(answer).__name__}")
+            for pg_name, factory in answer.items():
+                if not isinstance(pg_name, str) or not callable(factory):
+                    raise TypeError(f"process-group backend {pg_name!r}: expected a str name and a callable factory, "
+                                    f"got {type(factory).__name__}")
+                if pg_name in _process_group_backends:
+                    raise ValueError(f"process-group backend {pg_name!r} is already provided by "
+                                     f"{_process_group_backends[pg_name][1]}")
+                _process_group_backends[pg_name] = (factory, record.name)
+                record.process_group_backends.append(pg_name)
+
+        for rule in _items(plugin, "corenn_fx_leaf_modules", "callables"):
+            if not callable(rule):
+                raise TypeError(f"corenn_fx_leaf_modules returned a {type(rule).__name__}, expected a callable "
+                                "rule(module, qualified_name) -> bool | None")
+            _fx_rules.append((rule, record.name))
+            record.fx_leaf_rules.append(rule)
+
+        for handler in _items(plugin, "corenn_module_state_handlers", "handler objects"):
+            if not any(callable(getattr(handler, m, None)) for m in ("state_dict_post", "load_state_dict_pre")):
+                raise TypeError(f"corenn_module_state_handlers returned a {type(handler).__name__} with neither "
+                                "state_dict_post(module, state_dict, prefix) nor load_state_dict_pre(module, "
+                                "state_dict, prefix)")
+            _state_handlers.append((handler, record.name))
+            record.state_handlers.append(handler)
+
+        observers = _items(plugin, "corenn_op_observers", "observers")
+        for observer in observers:
+            _check_observer(observer, "corenn_op_observers returned")
+        for observer in observers:
+            dispatch.observers.append(observer)
+            record.op_observers.append(observer)
     except PluginUnavailable as why:
-        _undo(plugin, record, registered_devices)
-        return _fail(record, str(why), status="unavailable")
+        _undo(plugin, record)
+        _fail(record, str(why) or "unavailable on this machine", status="unavailable")
+        return
     except Exception as error:
-        _undo(plugin, record, registered_devices)
-        detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-        return _fail(record, detail)
-    record.devices = registered_devices
+        _undo(plugin, record)
+        _fail(record, _describe(error))
+        return
     record.status = "active"
+    record.reason = None
+    _trace(f"plugin {record.name} active: devices={record.devices} kernels={len(record.kernels)}")
 
 
-def _undo(plugin, record, registered_devices):
-    for device_type in registered_devices:
+def _undo(plugin, record: PluginRecord) -> None:
+    """Take back everything ``record`` contributed and unregister ``plugin`` from pluggy."""
+    for device_type in record.devices:
         dispatch.backends.unregister(device_type)
     dispatch.kernels.unregister_source(record.name)
-    record.kernels.clear()
-    if manager.is_registered(plugin):
+    for pg_name in record.process_group_backends:
+        _process_group_backends.pop(pg_name, None)
+    _fx_rules[:] = [(r, source) for r, source in _fx_rules if source != record.name]
+    _state_handlers[:] = [(h, source) for h, source in _state_handlers if source != record.name]
+    for observer in record.op_observers:
+        _remove_observer(observer)
+    record.devices, record.kernels, record.process_group_backends = [], [], []
+    record.fx_leaf_rules, record.state_handlers, record.op_observers = [], [], []
+    if plugin is not None and manager.is_registered(plugin):
         manager.unregister(plugin)
 
 
-def _load_builtins() -> None:
-    import importlib
-    for module_name in BUILTIN_PLUGINS:
-        module = importlib.import_module(module_name)
-        record = PluginRecord(name=module_name, distribution="corenn", version=_corenn_version(), builtin=True)
-        records[module_name] = record
-        _register_plugin(module, record)
-        if record.status != "active":  # the core itself is broken: never hide that
-            raise RuntimeError(f"built-in plugin {module_name} failed: {record.reason}")
-
+# -- loading -----------------------------------------------------------------------------------------------------------
 
 def _corenn_version() -> str:
     from corenn import __version__
     return __version__
 
 
-def _load_entry_points() -> None:
-    if os.environ.get("CORENN_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"):
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
         return
+    import importlib
+    for module_name in BUILTIN_PLUGINS:
+        module = importlib.import_module(module_name)
+        record = PluginRecord(name=module_name, distribution="corenn", version=_corenn_version(), builtin=True)
+        records[module_name] = record
+        if _phase_register(module, record) and _phase_check(module, record):
+            _phase_activate(module, record)
+        if record.status != "active":  # the core itself is broken: never hide that
+            raise RuntimeError(f"built-in plugin {module_name} failed: {record.reason}")
+    _builtins_loaded = True
+
+
+def installed_entry_points() -> list:
+    """The ``importlib.metadata.EntryPoint`` objects of group ``corenn`` in this environment.
+
+    Example::
+
+        >>> [ep.name for ep in corenn.plugins.installed_entry_points()]   # doctest: +SKIP
+        ['corenn_numba']
+    """
     from importlib.metadata import entry_points
-    wanted = os.environ.get("CORENN_PLUGINS")
-    wanted_names = None if wanted is None else {n.strip() for n in wanted.split(",") if n.strip()}
-    for entry_point in entry_points(group="corenn"):
-        if wanted_names is not None and entry_point.name not in wanted_names:
+    return list(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _wanted() -> set[str] | None:
+    value = os.environ.get(ENV_PLUGINS)
+    if value is None:
+        return None
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+def _selected(entry_point, wanted: set[str] | None) -> bool:
+    if wanted is None:
+        return True
+    dist = entry_point.dist.name if entry_point.dist is not None else None
+    return entry_point.name in wanted or (dist is not None and (dist in wanted or dist.replace("_", "-") in wanted))
+
+
+def _record_for(entry_point, status: str = "active", reason: str | None = None) -> PluginRecord:
+    dist = entry_point.dist
+    return PluginRecord(name=entry_point.name, distribution=dist.name if dist is not None else None,
+                        version=dist.version if dist is not None else None, status=status, reason=reason,
+                        entry_point=entry_point.value)
+
+
+def _load_entry_points() -> None:
+    if _env_flag(ENV_DISABLE_AUTOLOAD):
+        _trace(f"{ENV_DISABLE_AUTOLOAD} is set: no entry points loaded")
+        return
+    wanted = _wanted()
+    entry_points = installed_entry_points()
+    if wanted is not None:
+        found = {ep.name for ep in entry_points} | {ep.dist.name for ep in entry_points if ep.dist is not None}
+        found |= {name.replace("_", "-") for name in found}
+        missing = sorted(wanted - found)
+        if missing:
+            message = (f"{ENV_PLUGINS} names {', '.join(map(repr, missing))}, which "
+                       f"{'is' if len(missing) == 1 else 'are'} not installed (installed corenn plugins: "
+                       f"{', '.join(sorted(ep.name for ep in entry_points)) or 'none'})")
+            if _env_flag(ENV_STRICT):
+                raise PluginError(message)
+            warnings.warn(message, PluginWarning, stacklevel=3)
+    loaded = []
+    for entry_point in entry_points:
+        if not _selected(entry_point, wanted):
             continue
-        if entry_point.name in records:
+        previous = records.get(entry_point.name)
+        if previous is not None:
+            if previous.distribution != (entry_point.dist.name if entry_point.dist else None):
+                warnings.warn(f"two corenn plugins are named {entry_point.name!r} (distributions "
+                              f"{previous.distribution} and {entry_point.dist.name if entry_point.dist else '?'}); "
+                              "only the first is loaded", PluginWarning, stacklevel=3)
             continue
-        dist = entry_point.dist
-        record = PluginRecord(name=entry_point.name, distribution=dist.name if dist else None,
-                              version=dist.version if dist else None)
-        records[entry_point.name] = record
+        record = records[entry_point.name] = _record_for(entry_point)
+        _trace(f"loading entry point {entry_point.name} = {entry_point.value} ({record.distribution})")
         try:
             plugin = entry_point.load()
         except PluginUnavailable as why:
-            _fail(record, str(why), status="unavailable")
+            _fail(record, str(why) or "unavailable on this machine", status="unavailable")
             continue
         except Exception as error:
-            _fail(record, f"import failed: {type(error).__name__}: {error}")
+            _fail(record, f"import failed: {_describe(error)}")
             continue
-        _register_plugin(plugin, record)
+        if _phase_register(plugin, record):
+            loaded.append((plugin, record))
+    loaded = [(plugin, record) for plugin, record in loaded if _phase_check(plugin, record)]
+    for plugin, record in loaded:
+        _phase_activate(plugin, record)
 
 
 def ensure_loaded() -> bool:
-    """Load built-in and installed plugins once. Returns True if this call loaded anything."""
+    """Load the built-in plugins and the installed entry points, once. Returns True if this call loaded them.
+
+    ``import corenn`` calls it; it is safe to call again (a no-op).
+
+    Example::
+
+        >>> corenn.plugins.ensure_loaded()
+        False
+    """
     global _loaded, _loading
     if _loaded or _loading:
         return False
     _loading = True
     try:
         _load_builtins()
+        _loaded = True  # even if a strict-mode error follows: loading is not retried behind the user's back
         _load_entry_points()
-        _loaded = True
     finally:
         _loading = False
     return True
 
 
 def register(plugin, name: str | None = None) -> PluginRecord:
-    """Register a plugin object at run time (tests, notebooks); returns its record.
+    """Register a plugin object (module, class instance) at run time; returns its record.
+
+    The plugin goes through the same checks as an installed one: on failure it is
+    warned about, skipped and its record says ``failed`` (``CORENN_STRICT_PLUGINS=1``
+    raises :class:`PluginError`). Registering the same object or an active name twice
+    is a ``ValueError``. Undo with :func:`unregister`.
 
     Example::
 
@@ -194,27 +502,49 @@ def register(plugin, name: str | None = None) -> PluginRecord:
             def corenn_register_kernels(self):
                 return [KernelRegistration("relu", "cpu", FastRelu, priority=10)]
 
-        corenn.plugins.register(MyKernels())
+        record = corenn.plugins.register(MyKernels())
+        assert record.status == "active"
     """
     ensure_loaded()
     name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"plugin name must be a non-empty string, got {name!r}")
+    if manager.is_registered(plugin):
+        raise ValueError(f"plugin object {plugin!r} is already registered as {manager.get_name(plugin)!r}")
     if name in records and records[name].status == "active":
-        raise ValueError(f"a plugin named {name!r} is already registered")
-    record = PluginRecord(name=name, distribution=None)
-    records[name] = record
-    _register_plugin(plugin, record)
+        raise ValueError(f"a plugin named {name!r} is already registered; pass name= to register it under another")
+    record = records[name] = PluginRecord(name=name)
+    if _phase_register(plugin, record) and _phase_check(plugin, record):
+        _phase_activate(plugin, record)
     return record
 
 
-def unregister(name: str) -> None:
-    """Remove a plugin registered at run time, with its backends and kernels."""
-    record = records.pop(name, None)
+def unregister(name) -> PluginRecord:
+    """Remove a plugin (by name or by the registered object) with its backends, kernels and observers.
+
+    Built-in plugins cannot be removed. Returns the removed record.
+
+    Example::
+
+        record = corenn.plugins.register(MyKernels(), name="mine")
+        corenn.plugins.unregister("mine")
+    """
+    if not isinstance(name, str):
+        for record_name, record in records.items():
+            if record.plugin is name:
+                name = record_name
+                break
+        else:
+            raise KeyError(f"plugin object {name!r} is not registered")
+    record = records.get(name)
     if record is None:
-        raise KeyError(f"no plugin named {name!r}")
+        raise KeyError(f"no plugin named {name!r}; registered: {', '.join(records) or 'none'}")
     if record.builtin:
         raise ValueError(f"{name} is built into corenn and cannot be unregistered")
-    if record.plugin is not None:
-        _undo(record.plugin, record, record.devices)
+    del records[name]
+    _undo(record.plugin, record)
+    record.plugin = None
+    return record
 
 
 def status_of_device_provider(device_type: str) -> str | None:
@@ -224,3 +554,167 @@ def status_of_device_provider(device_type: str) -> str | None:
                                                                            f"corenn-{device_type}"):
             return f"it is installed but {record.status}: {record.reason}"
     return None
+
+
+# -- what the rest of corenn (and users) ask of the plugins -----------------------------------------------------------
+
+def list_plugins(*, include_disabled: bool = True) -> list[PluginRecord]:
+    """Every plugin: built-ins, loaded entry points, run-time registrations, and installed ones not loaded.
+
+    Installed entry points skipped because of ``CORENN_DISABLE_PLUGIN_AUTOLOAD`` or
+    ``CORENN_PLUGINS`` appear with status ``disabled`` (unless ``include_disabled=False``).
+
+    Example::
+
+        >>> [(r.name, r.status) for r in corenn.plugins.list_plugins()][:1]
+        [('corenn.backends.cpu', 'active')]
+    """
+    ensure_loaded()
+    result = list(records.values())
+    if include_disabled:
+        if _env_flag(ENV_DISABLE_AUTOLOAD):
+            why = f"{ENV_DISABLE_AUTOLOAD} is set"
+        else:
+            why = f"not named in {ENV_PLUGINS}={os.environ.get(ENV_PLUGINS, '')}"
+        for entry_point in installed_entry_points():
+            if entry_point.name not in records:
+                result.append(_record_for(entry_point, status="disabled", reason=why))
+    return result
+
+
+def info_lines() -> list[tuple[PluginRecord, list[str]]]:
+    """Each active plugin's ``corenn_info_lines`` answer: ``[(record, lines), ...]``.
+
+    A plugin whose hook raises gets one line naming the error, so ``info`` always completes.
+
+    Example::
+
+        >>> dict((r.name, lines) for r, lines in corenn.plugins.info_lines())["corenn.backends.cpu"][0][:9]
+        'cpu: nump'
+    """
+    ensure_loaded()
+    result = []
+    for record in list(records.values()):
+        if record.status != "active" or "corenn_info_lines" not in record.hooks:
+            continue
+        try:
+            lines = [str(line) for answer in _answers(record.plugin, "corenn_info_lines") for line in answer]
+        except Exception as error:
+            lines = [f"(corenn_info_lines failed: {_describe(error)})"]
+        result.append((record, lines))
+    return result
+
+
+def fx_leaf_module_rules() -> list[Callable[[Any, str], bool | None]]:
+    """Rules from ``corenn_fx_leaf_modules``: ``rule(module, qualified_name) -> bool | None``.
+
+    Called by ``corenn.fx.Tracer.is_leaf_module``: any rule answering True makes
+    the module a leaf.
+
+    Example::
+
+        >>> any(rule(module, "encoder.attn") for rule in corenn.plugins.fx_leaf_module_rules())  # doctest: +SKIP
+    """
+    return [rule for rule, _ in _fx_rules]
+
+
+def module_state_handlers() -> list[Any]:
+    """Handlers from ``corenn_module_state_handlers``, in registration order.
+
+    Each has ``state_dict_post(module, state_dict, prefix)`` and/or
+    ``load_state_dict_pre(module, state_dict, prefix)``; callers must check which
+    (``getattr(handler, "state_dict_post", None)``).
+
+    Example::
+
+        for handler in corenn.plugins.module_state_handlers():
+            post = getattr(handler, "state_dict_post", None)
+            if post is not None:
+                post(module, destination, prefix)
+    """
+    return [handler for handler, _ in _state_handlers]
+
+
+def process_group_backends() -> dict[str, Callable]:
+    """``{name: factory}`` from ``corenn_register_process_group_backends`` (e.g. ``"mpi"``, ``"nccl"``).
+
+    Example::
+
+        >>> sorted(corenn.plugins.process_group_backends())   # doctest: +SKIP
+        ['mpi', 'nccl']
+    """
+    return {pg_name: factory for pg_name, (factory, _) in _process_group_backends.items()}
+
+
+# -- op observation ----------------------------------------------------------------------------------------------------
+
+def _check_observer(observer, what: str) -> None:
+    missing = [m for m in ("op_start", "op_end") if not callable(getattr(observer, m, None))]
+    if missing:
+        raise TypeError(f"{what} a {type(observer).__name__} without {' and '.join(missing)}(op_name, device, ...); "
+                        "an op observer needs op_start(op_name, device, arrays) and op_end(op_name, device, out)")
+
+
+def _remove_observer(observer) -> bool:
+    # By identity: observers may define __eq__.
+    for i, active in enumerate(dispatch.observers):
+        if active is observer:
+            del dispatch.observers[i]  # in place: the dispatcher holds this very list
+            return True
+    return False
+
+
+class ObserverHandle:
+    """Returned by :func:`observe_ops`: ``remove()`` stops the observation; also a context manager.
+
+    Example::
+
+        with corenn.plugins.observe_ops(counter):
+            model(x)
+    """
+
+    def __init__(self, observer):
+        self.observer = observer
+        self.active = True
+
+    def remove(self) -> None:
+        """Stop observing (idempotent)."""
+        if self.active:
+            _remove_observer(self.observer)
+            self.active = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    def __repr__(self):
+        return f"<ObserverHandle {type(self.observer).__name__} {'active' if self.active else 'removed'}>"
+
+
+def observe_ops(observer) -> ObserverHandle:
+    """Call ``observer.op_start(op_name, device, arrays)`` / ``op_end(op_name, device, out)`` around every op.
+
+    ``arrays`` are the raw input arrays (and plain arguments), ``out`` the raw result
+    (a tuple for multi-output ops); ``device`` is a ``corenn.device``. Observers
+    nest: ``op_start`` runs in the order they were added, ``op_end`` in reverse. An
+    exception from an observer propagates to the op's caller. With no observer the
+    dispatcher pays one truthiness test per op.
+
+    Example::
+
+        class Count:
+            def __init__(self): self.ops = []
+            def op_start(self, op_name, device, arrays): self.ops.append(op_name)
+            def op_end(self, op_name, device, out): pass
+
+        count = Count()
+        with corenn.plugins.observe_ops(count):
+            corenn.ones(2) + 1
+        assert "add" in count.ops
+    """
+    _check_observer(observer, "observe_ops() got")
+    dispatch.observers.append(observer)
+    return ObserverHandle(observer)

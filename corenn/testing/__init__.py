@@ -1,1 +1,35 @@
-"""Testing helpers for corenn and its plugins (the op-conformance kit lives in corenn.testing.opcheck)."""
+"""Testing helpers for corenn and its plugins.
+
+- :func:`register_plugin` (context manager) and the pytest fixture ``corenn_plugin``
+  (from :mod:`corenn.testing.plugin`, loaded by pytest automatically through the
+  ``pytest11`` entry point): register a plugin object for one test, remove it after.
+- the op-conformance kit, :mod:`corenn.testing.opcheck` (``check_op``,
+  ``run_conformance``, ``opcheck_params``, ...): reruns the core's op checks against
+  whatever kernels are registered, so a plugin proves its kernels in one line.
+
+Example::
+
+    from corenn.testing import register_plugin, run_conformance
+
+    with register_plugin(MyFastKernels()):
+        run_conformance(device="cpu", ops=["relu"])
+"""
+from __future__ import annotations
+
+import importlib
+
+from corenn.testing.plugin import register_plugin
+
+# The conformance kit's names, re-exported lazily: importing corenn.testing (which pytest does
+# for the fixture) must not pay for, or break on, the op table.
+_OPCHECK_NAMES = ("Float", "Index", "Mask", "OpCase", "CASES", "ConformanceError", "cases", "check_op",
+                  "opcheck_params", "run_conformance")
+
+__all__ = ["register_plugin", "opcheck", *_OPCHECK_NAMES]
+
+
+def __getattr__(name):
+    if name == "opcheck" or name in _OPCHECK_NAMES:
+        opcheck = importlib.import_module("corenn.testing.opcheck")
+        return opcheck if name == "opcheck" else getattr(opcheck, name)
+    raise AttributeError(f"module 'corenn.testing' has no attribute {name!r}")
