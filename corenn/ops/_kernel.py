@@ -78,8 +78,20 @@ def promote_pair(input, other):
         target = _dtype.dtype_with_scalar(input.dtype, other)
         if target is not input.dtype:
             input = input.to(target)
+        elif other.__class__ is int and target.category == 1:
+            other = _wrap_integer(other, target)
         return input, other
     return promote_pair(input, _coerce(other, input))
+
+
+def _wrap_integer(value: int, target) -> int:
+    """An int scalar out of an integer dtype's range wraps around as in PyTorch (uint8: -3 is 253)."""
+    bits = 8 * target.itemsize
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if target.is_signed else (0, (1 << bits) - 1)
+    if low <= value <= high:
+        return value
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if target.is_signed and value > high else value
 
 
 def _coerce(value, like):

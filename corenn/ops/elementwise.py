@@ -91,7 +91,16 @@ class FloorDivide(Op):
 
     @staticmethod
     def forward(ctx, a, b):
+        _check_integer_divisor(ctx.xp, a, b)
         return ctx.xp.floor_divide(a, b)
+
+
+def _check_integer_divisor(xp, a, b, op="div_floor_cpu"):
+    if a.dtype.kind == "b":
+        raise NotImplementedError(f"\"{op}\" not implemented for 'Bool'")
+    # numpy quietly gives 0 for an integer division by zero; PyTorch raises.
+    if a.dtype.kind in "iu" and bool((xp.asarray(b) == 0).any()):
+        raise RuntimeError("ZeroDivisionError")
 
 
 @kernel("trunc_divide")
@@ -103,6 +112,7 @@ class TruncDivide(Op):
         xp = ctx.xp
         if a.dtype.kind == "f":
             return xp.trunc(a / b)
+        _check_integer_divisor(xp, a, b)
         quotient = xp.floor_divide(a, b)  # integers: round toward zero, not toward -inf
         return quotient + ((quotient < 0) & (quotient * b != a))
 
@@ -112,6 +122,7 @@ class Remainder(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        _check_integer_divisor(ctx.xp, a, b, "remainder_cpu")
         return ctx.xp.remainder(a, b)
 
     @staticmethod
@@ -127,6 +138,7 @@ class Fmod(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        _check_integer_divisor(ctx.xp, a, b, "fmod_cpu")
         return ctx.xp.fmod(a, b)
 
     @staticmethod
@@ -202,11 +214,19 @@ def add(input, other, *, alpha=1, out=None):
 
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other`` with broadcasting (``torch.sub``)."""
+    _check_bool_subtraction(input, other)
     input, other = promote_pair(input, other)
-    if input.dtype is _dtype.bool_:
+    return _maybe_out(run("sub", input, other, alpha=alpha), out)
+
+
+def _check_bool_subtraction(input, other):
+    bools = [x.dtype is _dtype.bool_ if isinstance(x, Tensor) else isinstance(x, bool) for x in (input, other)]
+    if all(bools):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
-    return _maybe_out(run("sub", input, other, alpha=alpha), out)
+    if any(bools):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
 subtract = sub
@@ -214,6 +234,7 @@ subtract = sub
 
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input``."""
+    _check_bool_subtraction(input, other)
     input, other = promote_pair(input, other)
     if not isinstance(other, Tensor):
         other = Tensor._wrap(input._device._xp.asarray(other, dtype=input._data.dtype), input._device)
@@ -234,12 +255,8 @@ multiply = mul
 
 def div(input, other, *, rounding_mode=None, out=None):
     """True division; ``rounding_mode='trunc'`` or ``'floor'`` for integer-style division (``torch.div``)."""
-    input, other = promote_pair(input, other)
+    input, other = promote_pair(input, other) if rounding_mode is not None else _promote_float(input, other)
     if rounding_mode is None:
-        if not input.dtype.is_floating_point:
-            input = input.to(_dtype.get_default_dtype())
-            if isinstance(other, Tensor):
-                other = other.to(input.dtype)
         return _maybe_out(run("div", input, other), out)
     if rounding_mode == "floor":
         return run("floor_divide", input, other)
@@ -249,6 +266,21 @@ def div(input, other, *, rounding_mode=None, out=None):
 
 
 divide = true_divide = div
+
+
+def _promote_float(input, other):
+    """True division's operands: the promoted dtype, or the default float when that is not floating."""
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point:
+        if not (isinstance(other, Tensor) and other.dtype.is_floating_point):
+            input = input.to(_dtype.get_default_dtype())  # before a negative int scalar can wrap around
+    elif isinstance(other, Tensor) and not other.dtype.is_floating_point and not isinstance(input, Tensor):
+        other = other.to(_dtype.get_default_dtype())
+    input, other = promote_pair(input, other)
+    if not input.dtype.is_floating_point:
+        input = input.to(_dtype.get_default_dtype())
+        if isinstance(other, Tensor):
+            other = other.to(input.dtype)
+    return input, other
 
 
 def floor_divide(input, other):
@@ -275,7 +307,14 @@ def pow(input, exponent):
         input = Tensor._wrap(exponent_tensor._device._xp.asarray(
             input, dtype=_dtype.dtype_with_scalar(exponent_tensor.dtype, input).numpy), exponent_tensor._device)
     input, exponent = promote_pair(input, exponent)
-    return run("pow", input, exponent)
+    if input.dtype is _dtype.bool_ and isinstance(exponent, Tensor):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    try:
+        return run("pow", input, exponent)
+    except ValueError as error:  # numpy's "Integers to negative integer powers are not allowed."
+        if "negative integer powers" not in str(error):
+            raise
+        raise RuntimeError(str(error)) from None
 
 
 def float_power(input, exponent):

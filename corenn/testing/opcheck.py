@@ -142,14 +142,10 @@ class ConformanceError(AssertionError):
 
 def functional(lib):
     """``torch.nn.functional`` for torch; for corenn its ``nn.functional`` or, before that exists, the core ops."""
-    nn = getattr(lib, "nn", None)
-    functional_module = getattr(nn, "functional", None) if nn is not None else None
-    if functional_module is not None:
-        return functional_module
     import importlib
     try:
         return importlib.import_module(f"{lib.__name__}.nn.functional")
-    except ImportError:
+    except ImportError:  # corenn without its nn package: the core ops behind nn.functional
         return lib
 
 
