@@ -568,7 +568,7 @@ class Tensor:
         return _ops.div(self, other)
 
     def __rtruediv__(self, other):
-        return _ops.div(_scalar_like(other, self), self)
+        return _ops.div(other, self)  # div picks the float dtype before the scalar is converted
 
     def __floordiv__(self, other):
         return _ops.floor_divide(self, other)
@@ -802,8 +802,11 @@ def _normalize_dim(dim: int, ndim: int) -> int:
 
 def _scalar_like(value, like: Tensor) -> Tensor:
     """A Python scalar on the left of an operator, as a 0-d tensor of the dtype PyTorch would give."""
-    return Tensor._wrap(like._device._xp.asarray(value, dtype=_dtype.dtype_with_scalar(like.dtype, value).numpy),
-                        like._device)
+    target = _dtype.dtype_with_scalar(like.dtype, value)
+    if value.__class__ is int and target.category == 1:
+        from corenn.ops._kernel import _wrap_integer  # uint8: -3 wraps to 253, as in PyTorch
+        value = _wrap_integer(value, target)
+    return Tensor._wrap(like._device._xp.asarray(value, dtype=target.numpy), like._device)
 
 
 def _as_tensor_for(value, like: Tensor) -> Tensor:
