@@ -9,7 +9,8 @@ from __future__ import annotations
 from corenn.dispatch import KernelRegistration
 from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
-from corenn.ops import conv, pooling  # layer kernels (conv, pooling, norms, losses, ...)
+from corenn.ops import activation, conv, dropout, embedding, loss, normalization, pooling  # layer kernels
+from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403
 from corenn.ops._kernel import CORE_KERNELS
@@ -28,7 +29,7 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + conv.__all__ + pooling.__all__
+                     + conv.__all__ + pooling.__all__ + activation.__all__
                      + ["return_types"]))
 
 

@@ -1,0 +1,222 @@
+"""Normalization kernels: batch_norm (with running statistics), layer_norm and group_norm.
+
+All three normalise ``x`` to ``xhat = (x - mean) / sqrt(var + eps)`` over some axes
+and apply a per-channel (or per-element) affine; their backward is the same
+three-term formula ``invstd * (g - mean(g) - xhat * mean(g * xhat))`` over those axes.
+"""
+from __future__ import annotations
+
+import numbers
+
+from corenn.ops._kernel import Op, check_tensor, kernel, run
+
+
+def _normalized_grad(grad_xhat, xhat, invstd, axes):
+    """d loss / d x of ``xhat = (x - mean) * invstd`` with batch statistics over ``axes``."""
+    mean_grad = grad_xhat.mean(axis=axes, keepdims=True)
+    mean_grad_xhat = (grad_xhat * xhat).mean(axis=axes, keepdims=True)
+    return invstd * (grad_xhat - mean_grad - xhat * mean_grad_xhat)
+
+
+@kernel("batch_norm", "NativeBatchNormBackward0")
+class BatchNorm(Op):
+    """Normalise over every axis but the channel axis 1.
+
+    With batch statistics, ``running_mean``/``running_var`` (raw arrays or None) are
+    updated in place: ``(1 - momentum) * running + momentum * batch``, the variance
+    unbiased as PyTorch does. Without, the running statistics normalise.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight=None, bias=None, *, running_mean, running_var, use_batch_stats, momentum, eps):
+        xp = ctx.xp
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        if use_batch_stats:
+            mean = x.mean(axis=axes, keepdims=True)
+            centered = x - mean
+            var = (centered * centered).mean(axis=axes, keepdims=True)
+            if running_mean is not None:
+                count = x.size // x.shape[1]
+                running_mean *= 1 - momentum
+                running_mean += (momentum * mean.reshape(-1)).astype(running_mean.dtype, copy=False)
+                running_var *= 1 - momentum
+                running_var += (momentum * count / max(count - 1, 1) * var.reshape(-1)).astype(
+                    running_var.dtype, copy=False)
+        else:
+            centered = x - running_mean.reshape(shape)
+            var = running_var.reshape(shape)
+        invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
+        xhat = centered * invstd
+        out = xhat * weight.reshape(shape) if weight is not None else xhat
+        if bias is not None:
+            out = out + bias.reshape(shape)
+        ctx.save_for_backward(xhat, invstd, weight)
+        ctx.batch_stats, ctx.has_bias = use_batch_stats, bias is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, invstd, weight = ctx.saved_arrays
+        axes = (0,) + tuple(range(2, grad.ndim))
+        shape = (1, -1) + (1,) * (grad.ndim - 2)
+        grad_xhat = grad * weight.reshape(shape) if weight is not None else grad
+        grad_x = grad_weight = grad_bias = None
+        if ctx.next_edges[0] is not None:
+            if ctx.batch_stats:
+                grad_x = _normalized_grad(grad_xhat, xhat, invstd, axes)
+            else:
+                grad_x = grad_xhat * invstd
+        if weight is not None and ctx.next_edges[1] is not None:
+            grad_weight = (grad * xhat).sum(axis=axes)
+        if ctx.has_bias and ctx.next_edges[2] is not None:
+            grad_bias = grad.sum(axis=axes)
+        return grad_x, grad_weight, grad_bias
+
+
+@kernel("layer_norm", "NativeLayerNormBackward0")
+class LayerNorm(Op):
+    """Normalise over the last ``n_dims`` axes; ``weight``/``bias`` have those axes' shape."""
+
+    @staticmethod
+    def forward(ctx, x, weight=None, bias=None, *, n_dims, eps):
+        xp = ctx.xp
+        axes = tuple(range(x.ndim - n_dims, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        centered = x - mean
+        var = (centered * centered).mean(axis=axes, keepdims=True)
+        invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
+        xhat = centered * invstd
+        out = xhat * weight if weight is not None else xhat
+        if bias is not None:
+            out = out + bias
+        ctx.save_for_backward(xhat, invstd, weight)
+        ctx.n_dims, ctx.has_bias = n_dims, bias is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, invstd, weight = ctx.saved_arrays
+        axes = tuple(range(grad.ndim - ctx.n_dims, grad.ndim))
+        leading = tuple(range(grad.ndim - ctx.n_dims))
+        grad_xhat = grad * weight if weight is not None else grad
+        grad_x = grad_weight = grad_bias = None
+        if ctx.next_edges[0] is not None:
+            grad_x = _normalized_grad(grad_xhat, xhat, invstd, axes)
+        if weight is not None and ctx.next_edges[1] is not None:
+            grad_weight = (grad * xhat).sum(axis=leading)
+        if ctx.has_bias and ctx.next_edges[2] is not None:
+            grad_bias = grad.sum(axis=leading)
+        return grad_x, grad_weight, grad_bias
+
+
+@kernel("group_norm", "NativeGroupNormBackward0")
+class GroupNorm(Op):
+    """Normalise each of ``num_groups`` channel groups per sample; per-channel affine."""
+
+    @staticmethod
+    def forward(ctx, x, weight=None, bias=None, *, num_groups, eps):
+        xp = ctx.xp
+        grouped = x.reshape(x.shape[0], num_groups, -1)
+        mean = grouped.mean(axis=2, keepdims=True)
+        centered = grouped - mean
+        var = (centered * centered).mean(axis=2, keepdims=True)
+        invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
+        xhat = (centered * invstd).reshape(x.shape)
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        out = xhat * weight.reshape(shape) if weight is not None else xhat
+        if bias is not None:
+            out = out + bias.reshape(shape)
+        ctx.save_for_backward(xhat, invstd, weight)
+        ctx.num_groups, ctx.has_bias = num_groups, bias is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, invstd, weight = ctx.saved_arrays
+        axes = (0,) + tuple(range(2, grad.ndim))
+        shape = (1, -1) + (1,) * (grad.ndim - 2)
+        grad_xhat = grad * weight.reshape(shape) if weight is not None else grad
+        grad_x = grad_weight = grad_bias = None
+        if ctx.next_edges[0] is not None:
+            n, groups = grad.shape[0], ctx.num_groups
+            grad_x = _normalized_grad(grad_xhat.reshape(n, groups, -1), xhat.reshape(n, groups, -1), invstd,
+                                      (2,)).reshape(grad.shape)
+        if weight is not None and ctx.next_edges[1] is not None:
+            grad_weight = (grad * xhat).sum(axis=axes)
+        if ctx.has_bias and ctx.next_edges[2] is not None:
+            grad_bias = grad.sum(axis=axes)
+        return grad_x, grad_weight, grad_bias
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Front ends (``torch.nn.functional.batch_norm`` ...)
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_affine(tensor, name, expected_shape, op):
+    if tensor is None:
+        return
+    check_tensor(tensor, name, op)
+    if tuple(tensor.shape) != tuple(expected_shape):
+        raise RuntimeError(f"{op}: expected {name} of shape {list(expected_shape)}, but got {list(tensor.shape)}")
+
+
+def _batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+                eps=1e-5):
+    check_tensor(input, "input", "batch_norm")
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected 2D or higher input (got {input.ndim}D input)")
+    channels = input.shape[1]
+    for tensor, name in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
+                         (bias, "bias")):
+        _check_affine(tensor, name, (channels,), "batch_norm")
+    if (running_mean is None) != (running_var is None):
+        raise RuntimeError("batch_norm: running_mean and running_var must both be given or both be None")
+    use_batch_stats = bool(training) or running_mean is None
+    if use_batch_stats:
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{input.shape}")
+    update = bool(training) and running_mean is not None
+    return run("batch_norm", input, weight, bias,
+               running_mean=running_mean._data if running_mean is not None and (update or not use_batch_stats)
+               else None,
+               running_var=running_var._data if running_var is not None and (update or not use_batch_stats)
+               else None,
+               use_batch_stats=use_batch_stats, momentum=0.0 if momentum is None else float(momentum), eps=eps)
+
+
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    check_tensor(input, "input", "layer_norm")
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(int(s) for s in normalized_shape)
+    n = len(normalized_shape)
+    if n == 0 or tuple(input.shape[input.ndim - n:]) != normalized_shape or input.ndim < n:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size "
+                           f"{list(input.shape)}")
+    _check_affine(weight, "weight", normalized_shape, "layer_norm")
+    _check_affine(bias, "bias", normalized_shape, "layer_norm")
+    return run("layer_norm", input, weight, bias, n_dims=n, eps=eps)
+
+
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    check_tensor(input, "input", "group_norm")
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
+    channels = input.shape[1]
+    if num_groups <= 0 or channels % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    _check_affine(weight, "weight", (channels,), "group_norm")
+    _check_affine(bias, "bias", (channels,), "group_norm")
+    return run("group_norm", input, weight, bias, num_groups=int(num_groups), eps=eps)
+
+
+# No public op functions: the front ends are ``corenn.nn.functional.batch_norm`` / ``layer_norm`` /
+# ``group_norm`` (torch.batch_norm etc. take other arguments; they are not mirrored here).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__]
