@@ -32,7 +32,7 @@ _node._asarray = _np.asarray
 from corenn import plugins  # noqa: E402
 from corenn import ops as _ops  # noqa: E402
 
-plugins.ensure_loaded()
+plugins.load_builtins()  # the cpu backend and core kernels; installed plugins load at the end of this file
 _tensor_module._CPU = device("cpu")
 _tensor_module._ops = _ops
 _ops._bind_methods(Tensor)
@@ -69,3 +69,7 @@ def __getattr__(name):
         serialization = importlib.import_module("corenn.serialization")
         return getattr(serialization, name)
     raise AttributeError(f"module 'corenn' has no attribute {name!r}")
+
+
+# Installed plugins load last, so that they can use all of corenn's API while they import.
+plugins.ensure_loaded()

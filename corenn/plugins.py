@@ -39,7 +39,7 @@ import pluggy
 from corenn import dispatch, hookspecs
 
 __all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginError", "PluginWarning", "PluginRecord",
-           "records", "ensure_loaded", "list_plugins", "info_lines", "fx_leaf_module_rules", "module_state_handlers",
+           "records", "load_builtins", "ensure_loaded", "installed_entry_points", "list_plugins", "info_lines", "fx_leaf_module_rules", "module_state_handlers",
            "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing"]
 
 BUILTIN_PLUGINS = ("corenn.backends.cpu", "corenn.ops")
@@ -370,7 +370,16 @@ def _corenn_version() -> str:
     return __version__
 
 
-def _load_builtins() -> None:
+def load_builtins() -> None:
+    """Register the built-in plugins (cpu backend, core kernels), once; ``import corenn`` calls it first.
+
+    Installed plugins load later (:func:`ensure_loaded`, at the end of ``import corenn``),
+    when corenn's whole API exists for them to import.
+
+    Example::
+
+        >>> corenn.plugins.load_builtins()   # a no-op after import corenn
+    """
     global _builtins_loaded
     if _builtins_loaded:
         return
@@ -479,7 +488,7 @@ def ensure_loaded() -> bool:
         return False
     _loading = True
     try:
-        _load_builtins()
+        load_builtins()
         _loaded = True  # even if a strict-mode error follows: loading is not retried behind the user's back
         _load_entry_points()
     finally:
@@ -548,10 +557,20 @@ def unregister(name) -> PluginRecord:
 
 
 def status_of_device_provider(device_type: str) -> str | None:
-    """Why the plugin that would provide ``device_type`` is not active, if it is installed."""
+    """Why the plugin that would provide ``device_type`` is not active, if it is installed (for error messages).
+
+    Example::
+
+        >>> corenn.plugins.status_of_device_provider("cuda")   # doctest: +SKIP
+        'it is installed but unavailable: no CUDA device found'
+    """
+    candidates = {device_type, f"corenn-{device_type}", f"corenn_{device_type}"}
+    provider = dispatch.known_device_providers.get(device_type)
+    if provider:
+        candidates.add(provider.split()[0])  # "corenn-cuda (pip install ...)" -> its distribution name
     for record in records.values():
-        if record.status in ("failed", "unavailable") and device_type in (record.name, record.distribution or "",
-                                                                           f"corenn-{device_type}"):
+        if record.status in ("failed", "unavailable") and (record.name in candidates
+                                                           or record.distribution in candidates):
             return f"it is installed but {record.status}: {record.reason}"
     return None
 
