@@ -207,7 +207,12 @@ swapaxes = swapdims = transpose
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return transpose(input, 0, 1) if input.ndim == 2 else _alias(input)
+    if input.ndim < 2:
+        return _alias(input)
+    result = transpose(input, 0, 1)
+    if result._grad_fn is not None:
+        result._grad_fn.grad_fn_name = "TBackward0"
+    return result
 
 
 def movedim(input, source, destination):

@@ -419,7 +419,10 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     from corenn.ops.elementwise import sqrt
-    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+    result = sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+    if result._grad_fn is not None:
+        result._grad_fn.grad_fn_name = "StdBackward0"  # the node that ends std, named as PyTorch names it
+    return result
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):

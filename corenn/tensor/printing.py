@@ -49,8 +49,7 @@ class _Formatter:
             return
         finite = flat[np.isfinite(flat) & (flat != 0)].astype(np.float64)
         if finite.size == 0:
-            self.max_width = max([len(self.format_plain(v)) for v in flat] or [1])
-            return
+            return  # only zeros and non-finite values: PyTorch pads nothing
         magnitudes = np.abs(finite)
         smallest, largest = magnitudes.min(), magnitudes.max()
         self.int_mode = bool((finite == np.ceil(finite)).all())
@@ -68,11 +67,10 @@ class _Formatter:
             else:
                 widths = [len(f"{v:.{precision}f}") for v in finite]
         self.max_width = max(widths)
-        if PRINT_OPTS.sci_mode is not None:
+        if PRINT_OPTS.sci_mode is not None and PRINT_OPTS.sci_mode != self.sci_mode:
+            # A forced mode sizes the columns on the format actually printed.
             self.sci_mode = PRINT_OPTS.sci_mode
-        # Non-finite values take part in the width too.
-        for v in flat[~np.isfinite(flat)]:
-            self.max_width = max(self.max_width, len(self.format_plain(v)))
+            self.max_width = max(len(self.format_plain(v)) for v in finite)
 
     @staticmethod
     def _plain(value):
