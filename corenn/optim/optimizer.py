@@ -149,6 +149,9 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {_type_name(params)}")
+        if isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
         if isinstance(params, dict):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             "but got a single dict: wrap a parameter group in a list, [{'params': ...}]")
