@@ -1,0 +1,15 @@
+"""``corenn.nn.utils``: gradient clipping, flat parameter vectors and ``skip_init``.
+
+Example::
+
+    >>> net = nn.Linear(3, 1)
+    >>> net(corenn.randn(3)).sum().backward()
+    >>> total = nn.utils.clip_grad_norm_(net.parameters(), max_norm=1.0)
+"""
+from corenn.nn.utils.clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_,  # noqa: F401
+                                       clip_grads_with_norm_, get_total_norm)
+from corenn.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
+from corenn.nn.utils.init import skip_init  # noqa: F401
+
+__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
+           "parameters_to_vector", "vector_to_parameters", "skip_init"]
