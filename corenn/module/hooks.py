@@ -260,6 +260,10 @@ class BackwardHook:
         if self.input_tensors_index is None:
             # No input requires grad: the input-side hook never runs, so call the user hooks here.
             grad_inputs = self._pack_with_none([], [], self.n_inputs)
+            if self.user_hooks:
+                warnings.warn("Full backward hook is firing when gradients are computed with respect to module "
+                              "outputs since no inputs require gradients. See the docs of "
+                              "Module.register_full_backward_hook for more details.", UserWarning, stacklevel=2)
             for hook in self.user_hooks:
                 out = hook(self.module, grad_inputs, self.grad_outputs)
                 if out is not None and not (isinstance(out, tuple) and all(g is None for g in out)):
