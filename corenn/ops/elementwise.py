@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from corenn import _dtype
-from corenn.ops._kernel import Op, kernel, promote_pair, run, sum_to_shape, to_floating
+from corenn.ops._kernel import Op, broadcast_shapes, kernel, promote_pair, run, sum_to_shape, to_floating
 from corenn.tensor.tensor import Tensor
 
 
@@ -1043,7 +1043,11 @@ def where(condition, input=None, other=None):
         other, input = promote_pair(other, input)
     else:
         input, other = promote_pair(input, other)
-    return run("where", condition, input, other)
+    try:
+        return run("where", condition, input, other)
+    except ValueError:  # numpy's broadcasting message: name the shapes as PyTorch does
+        broadcast_shapes(*[x.shape for x in (condition, input, other) if isinstance(x, Tensor)])
+        raise
 
 
 @kernel("masked_fill", "MaskedFillBackward0")

@@ -54,6 +54,8 @@ def _make(array, device, requires_grad):
 def _filled(fill, size, dtype, device, requires_grad):
     target, xp = _place(device)
     dtype = dtype or _dtype.get_default_dtype()
+    if not isinstance(dtype, _dtype.dtype):
+        raise TypeError(f"{fill}(): dtype must be a corenn.dtype such as corenn.float32, got {dtype!r}")
     array = getattr(xp, fill)(size, dtype=dtype.numpy)
     return _make(array, target, requires_grad)
 
