@@ -1,0 +1,373 @@
+"""Activation layers and MultiheadAttention."""
+from __future__ import annotations
+
+import math
+
+import corenn
+from corenn.module.module import Module
+from corenn.module.parameter import Parameter
+from corenn.nn import functional as F, init
+from corenn.nn.modules.linear import Linear
+
+
+def _inplace_repr(inplace):
+    return "inplace=True" if inplace else ""
+
+
+class ReLU(Module):
+    """``max(x, 0)``.
+
+        >>> nn.ReLU()
+        ReLU()
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class LeakyReLU(Module):
+    """``x`` if positive else ``negative_slope * x``.
+
+        >>> nn.LeakyReLU(0.2)
+        LeakyReLU(negative_slope=0.2)
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    """``x`` if positive else ``alpha * (exp(x) - 1)``.
+
+        >>> nn.ELU()
+        ELU(alpha=1.0)
+    """
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(Module):
+    """Continuously differentiable ELU.
+
+        >>> nn.CELU()
+        CELU(alpha=1.0)
+    """
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class SELU(Module):
+    """Self-normalising ELU.
+
+        >>> nn.SELU()
+        SELU()
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.selu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class GELU(Module):
+    """Gaussian error linear unit (``approximate='tanh'`` for the tanh form).
+
+        >>> nn.GELU()
+        GELU(approximate='none')
+    """
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)``.
+
+        >>> nn.SiLU()
+        SiLU()
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        out = F.silu(input)
+        return input._inplace_from(out) if self.inplace else out
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class Hardtanh(Module):
+    """Clamp to ``[min_val, max_val]``.
+
+        >>> nn.Hardtanh()
+        Hardtanh(min_val=-1.0, max_val=1.0)
+    """
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        if max_val <= min_val:
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)``.
+
+        >>> nn.ReLU6()
+        ReLU6()
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class Softmax(Module):
+    """Softmax along ``dim``.
+
+        >>> nn.Softmax(dim=1)
+        Softmax(dim=1)
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """Log-softmax along ``dim``.
+
+        >>> nn.LogSoftmax(dim=1)
+        LogSoftmax(dim=1)
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.log_softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``.
+
+        >>> nn.Softplus()
+        Softplus(beta=1.0, threshold=20.0)
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+def _simple(name, function, doc):
+    def forward(self, input):
+        return function(input)
+
+    cls = type(name, (Module,), {"forward": forward, "__doc__": doc, "__module__": __name__})
+    return cls
+
+
+Sigmoid = _simple("Sigmoid", F.sigmoid, "``1 / (1 + exp(-x))``.\n\n        >>> nn.Sigmoid()\n        Sigmoid()\n")
+Tanh = _simple("Tanh", F.tanh, "Hyperbolic tangent.\n\n        >>> nn.Tanh()\n        Tanh()\n")
+Mish = _simple("Mish", F.mish, "``x * tanh(softplus(x))``.\n\n        >>> nn.Mish()\n        Mish()\n")
+Hardswish = _simple("Hardswish", F.hardswish, "``x * relu6(x + 3) / 6``.\n\n        >>> nn.Hardswish()\n"
+                                              "        Hardswish()\n")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "``relu6(x + 3) / 6``.\n\n        >>> nn.Hardsigmoid()\n"
+                                                    "        Hardsigmoid()\n")
+LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "``log(sigmoid(x))``.\n\n        >>> nn.LogSigmoid()\n"
+                                                 "        LogSigmoid()\n")
+Softsign = _simple("Softsign", F.softsign, "``x / (1 + |x|)``.\n\n        >>> nn.Softsign()\n        Softsign()\n")
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "``x - tanh(x)``.\n\n        >>> nn.Tanhshrink()\n"
+                                                 "        Tanhshrink()\n")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MultiheadAttention
+# ---------------------------------------------------------------------------------------------------------
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """The output projection of MultiheadAttention (PyTorch's name, kept so reprs and state dicts match)."""
+
+
+class MultiheadAttention(Module):
+    """Multi-head scaled dot-product attention with input and output projections (PyTorch's parameters).
+
+    Inputs are (L, N, E) or, with ``batch_first=True``, (N, L, E). Masks follow
+    PyTorch: in ``attn_mask`` and ``key_padding_mask`` a bool True means *not*
+    allowed; float masks are added to the scores.
+
+        >>> mha = nn.MultiheadAttention(16, 4, batch_first=True)
+        >>> x = corenn.randn(2, 5, 16)
+        >>> out, weights = mha(x, x, x)
+        >>> out.shape, weights.shape
+        (corenn.Size([2, 5, 16]), corenn.Size([2, 5, 5]))
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                             f"num_heads={num_heads} instead")
+        if embed_dim % num_heads != 0:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim different from "
+                                      "embed_dim are not supported")
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.kdim = self.vdim = embed_dim
+        self._qkv_same_embed_dim = True
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        self.in_proj_weight = Parameter(corenn.empty((3 * embed_dim, embed_dim), device=device, dtype=dtype))
+        self.register_parameter("q_proj_weight", None)
+        self.register_parameter("k_proj_weight", None)
+        self.register_parameter("v_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(corenn.empty(3 * embed_dim, device=device, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = False
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        init.xavier_uniform_(self.in_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        batched = query.ndim == 3
+        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+            raise AssertionError(f"query, key and value should all be 2-D (unbatched) or 3-D (batched), got "
+                                 f"{query.ndim}-D, {key.ndim}-D and {value.ndim}-D")
+        if not batched:
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        # (L, N, E) from here on
+        length, batch, embed = query.shape
+        source = key.shape[0]
+        if embed != self.embed_dim:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {embed}")
+        heads, head_dim = self.num_heads, self.head_dim
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        b_q = b_k = b_v = None
+        if self.in_proj_bias is not None:
+            b_q, b_k, b_v = self.in_proj_bias.chunk(3)
+        q = F.linear(query, w_q, b_q)
+        k = F.linear(key, w_k, b_k)
+        v = F.linear(value, w_v, b_v)
+
+        def split_heads(t, size):  # (S, N, E) -> (N, H, S, D)
+            return t.reshape(size, batch, heads, head_dim).permute(1, 2, 0, 3)
+
+        q, k, v = split_heads(q, length), split_heads(k, source), split_heads(v, source)
+        scores = corenn.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))
+        if is_causal and attn_mask is None:
+            attn_mask = corenn.ones(length, source, dtype=corenn.bool, device=query.device).triu(1)
+        if attn_mask is not None:
+            if attn_mask.ndim == 3:
+                attn_mask = attn_mask.reshape(batch, heads, length, source)
+            scores = self._apply_mask(scores, attn_mask)
+        if key_padding_mask is not None:
+            if tuple(key_padding_mask.shape) != (batch, source):
+                raise AssertionError(f"expecting key_padding_mask shape of {(batch, source)}, but got "
+                                     f"{tuple(key_padding_mask.shape)}")
+            scores = self._apply_mask(scores, key_padding_mask.reshape(batch, 1, 1, source))
+        weights = F.softmax(scores, dim=-1)
+        if self.dropout > 0.0 and self.training:
+            weights = F.dropout(weights, self.dropout)
+        out = corenn.matmul(weights, v)                                   # (N, H, L, D)
+        out = out.permute(2, 0, 1, 3).reshape(length, batch, embed)
+        out = self.out_proj(out)
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        elif not batched:
+            out = out.squeeze(1)
+        if not need_weights:
+            return out, None
+        if average_attn_weights:
+            weights = weights.mean(dim=1)
+        return out, (weights if batched else weights.squeeze(0))
+
+    @staticmethod
+    def _apply_mask(scores, mask):
+        if mask.dtype is corenn.bool:
+            return scores.masked_fill(mask, float("-inf"))
+        return scores + mask
