@@ -432,7 +432,7 @@ class _CodeGen:
         star = [p for p in params if p.startswith("*") and not p.startswith("**")]
         double = [p for p in params if p.startswith("**")]
         signature = ", ".join([self.root] + plain + star + double)
-        lines = list(self.imports)
+        lines = sorted(self.imports)
         for name, why in self.unimportable.items():
             lines.append(f"# {name}: {why} (not importable; bound in the globals of the generated code)")
         header = "\n".join(lines)

@@ -222,7 +222,7 @@ class Transformer(Interpreter):
     def transform(self) -> GraphModule:
         """Run the transformation and return the new GraphModule (sharing the original's submodules)."""
         with _Patcher() as self.tracer._patcher:
-            self.tracer._install_patches(None)
+            self.tracer._install_patches(None, autowrap_module_attributes=False)
             result = super().run(enable_io_processing=False)
         if result is not None:
             self.new_graph.output(map_aggregate(result, lambda a: a.node if isinstance(a, Proxy) else a))

@@ -205,6 +205,7 @@ class Tracer:
     def __init__(self, autowrap_modules: tuple = (math,), autowrap_functions: tuple = (),
                  param_shapes_constant: bool = False):
         self._autowrap_functions = {}
+        self._autowrap_modules = tuple(autowrap_modules)
         for module in autowrap_modules:
             for name, value in vars(module).items():
                 if not name.startswith("_") and callable(value) and not isinstance(value, type):
@@ -449,7 +450,7 @@ class Tracer:
         wrapper._fx_tracer = tracer
         return wrapper
 
-    def _install_patches(self, root_fn):
+    def _install_patches(self, root_fn, autowrap_module_attributes: bool = True):
         """Patch Module.__call__/__getattr__, the corenn and nn.functional functions, and wrapped globals."""
         import corenn
         from corenn.module.module import Module
@@ -509,6 +510,12 @@ class Tracer:
         fn_globals = getattr(root_fn, "__globals__", None)
         if fn_globals is not None:
             self._patch_globals(fn_globals)
+        # ``math.sqrt(d)`` with ``d`` from ``x.shape``: record it too (PyTorch only catches ``sqrt(d)``).
+        if autowrap_module_attributes:
+            for module in self._autowrap_modules:
+                for name, value in list(vars(module).items()):
+                    if id(value) in self._autowrap_functions and self._autowrap_functions[id(value)] is value:
+                        patcher.patch_attr(module, name, self._make_wrapper(value))
 
     def trace(self, root, concrete_args: dict | None = None) -> Graph:
         """Trace ``root`` (a Module or a function) and return the recorded Graph.
@@ -583,4 +590,6 @@ def symbolic_trace(root, concrete_args: dict | None = None):
     graph = tracer.trace(root, concrete_args)
     from corenn.module.module import Module
     name = type(root).__name__ if isinstance(root, Module) else getattr(root, "__name__", "GraphModule")
+    if not name.isidentifier():  # a lambda's "<lambda>"
+        name = "GraphModule"
     return GraphModule(tracer.root, graph, name)
