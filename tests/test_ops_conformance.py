@@ -28,7 +28,8 @@ def test_op_against_numpy_and_gradcheck(case, device):
 def test_op_against_torch(case, device, torch):
     if not case.torch:
         pytest.skip("no PyTorch expression for this case")
-    assert check_op(case, device, reference="torch", check_grad=False) == "torch"
+    # forward values and dtypes, and gradients (a vector-Jacobian product) against PyTorch's
+    assert check_op(case, device, reference="torch", finite_differences=False) == "torch"
 
 
 BROADCASTING = [c for c in opcheck.CASES if c.broadcast]
@@ -106,3 +107,28 @@ def test_every_device_is_listed():
     assert "cpu" in opcheck.available_devices()
     params = opcheck_params(ops=["add"])
     assert {p.values[1] for p in params} == set(opcheck.available_devices())
+
+
+# Ops that take any tensor with at least one dimension: gradchecked on drawn shapes (empty where defined).
+ANY_SHAPE = [
+    ("sum", lambda lib, x: x.sum(-1), 0), ("sum-all", lambda lib, x: x.sum(), 0),
+    ("mean", lambda lib, x: x.mean(-1), 1), ("prod", lambda lib, x: x.prod(-1), 0),
+    ("logsumexp", lambda lib, x: lib.logsumexp(x, -1), 1), ("softmax", lambda lib, x: lib.softmax(x, -1), 0),
+    ("log_softmax", lambda lib, x: lib.log_softmax(x, -1), 0), ("cumsum", lambda lib, x: x.cumsum(-1), 0),
+    ("cumprod", lambda lib, x: x.cumprod(0), 0), ("flip", lambda lib, x: lib.flip(x, (-1,)), 0),
+    ("roll", lambda lib, x: x.roll(1, -1), 0), ("transpose", lambda lib, x: x.transpose(0, -1), 0),
+    ("unsqueeze", lambda lib, x: x.unsqueeze(0), 0), ("flatten", lambda lib, x: x.flatten(), 0),
+    ("reshape", lambda lib, x: x.reshape(-1, 1), 0), ("var", lambda lib, x: x.var(-1), 2),
+    ("norm", lambda lib, x: x.norm(dim=-1), 1), ("amax", lambda lib, x: lib.amax(x, -1), 1),
+    ("getitem", lambda lib, x: x[..., ::2], 0), ("cat", lambda lib, x: lib.cat([x, x * 2], -1), 0),
+    ("stack", lambda lib, x: lib.stack([x, x], 0), 0), ("tril", lambda lib, x: x.unsqueeze(0).tril(), 0),
+]
+
+
+@pytest.mark.parametrize("name, fn, min_side", ANY_SHAPE, ids=[n for n, _, _ in ANY_SHAPE])
+@settings(max_examples=6)
+@given(data=st.data())
+def test_shape_ops_on_drawn_shapes(name, fn, min_side, data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=min_side, max_side=3), label="shape")
+    case = OpCase(name, fn, [Float(shape, distinct=name == "amax")], rtol=1e-4, atol=1e-5)
+    check_op(case, "cpu", seed=data.draw(st.integers(0, 2**16), label="seed"))

@@ -10,7 +10,8 @@ class Softmax(Op):
     @staticmethod
     def forward(ctx, a, axis):
         xp = ctx.xp
-        shifted = a - a.max(axis=axis, keepdims=True)  # exp never overflows: the largest term is e^0
+        # exp never overflows: the largest term is e^0 (an empty input has no max, and needs no shift)
+        shifted = a - a.max(axis=axis, keepdims=True) if a.size else a
         exp = xp.exp(shifted)
         out = exp / exp.sum(axis=axis, keepdims=True)
         ctx.save_for_backward(out)
@@ -28,7 +29,7 @@ class LogSoftmax(Op):
     @staticmethod
     def forward(ctx, a, axis):
         xp = ctx.xp
-        shifted = a - a.max(axis=axis, keepdims=True)
+        shifted = a - a.max(axis=axis, keepdims=True) if a.size else a
         out = shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
         ctx.save_for_backward(out)
         ctx.axis = axis
@@ -94,7 +95,8 @@ class Linear(Op):
         grad_bias = None
         if ctx.has_bias:
             grad_bias = grad.reshape(-1, grad.shape[-1]).sum(axis=0) if grad.ndim > 1 else grad
-        return grad_x, grad_weight, grad_bias
+        # one gradient per positional input: a bias-free call has two
+        return (grad_x, grad_weight, grad_bias) if ctx.has_bias else (grad_x, grad_weight)
 
 
 def linear(input, weight, bias=None):
