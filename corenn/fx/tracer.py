@@ -411,7 +411,8 @@ class Tracer:
             annotation = None if p.annotation is p.empty else p.annotation
             if p.name in concrete_args:
                 value = concrete_args[p.name]
-                default = () if p.default is p.empty else (p.default,)
+                # The traced value is the default, so ``gm(x)`` runs the specialised graph as traced.
+                default = (value,) if value is None or isinstance(value, (bool, int, float, str)) else ()
                 placeholder = self.create_proxy("placeholder", p.name, default, {}, type_expr=annotation)
                 if value is None or isinstance(value, (bool, int, float, str)):
                     self.create_proxy("call_function", _assert_specialized,
