@@ -13,13 +13,16 @@ class _BatchNorm(Module):
     _expected_dims = ()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None):
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = Parameter(corenn.empty(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(corenn.empty(num_features, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(corenn.empty(num_features, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -43,7 +46,8 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _check_input_dim(self, input):
         if input.ndim not in self._expected_dims:
@@ -65,14 +69,14 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
     """Batch normalisation over (N, C) or (N, C, L), with running mean/var for eval.
 
         >>> nn.BatchNorm1d(16)
-        BatchNorm1d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+        BatchNorm1d(16, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
     """
 
     _expected_dims = (2, 3)
@@ -92,7 +96,7 @@ class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dims, with elementwise affine.
 
         >>> nn.LayerNorm(64)
-        LayerNorm((64,), eps=1e-05, elementwise_affine=True)
+        LayerNorm((64,), eps=1e-05, elementwise_affine=True, bias=True)
     """
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
@@ -123,25 +127,29 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class GroupNorm(Module):
     """Normalise each of ``num_groups`` channel groups per sample; per-channel affine.
 
         >>> nn.GroupNorm(2, 4)
-        GroupNorm(2, 4, eps=1e-05, affine=True)
+        GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)
     """
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
-                 dtype=None):
+                 dtype=None, *, bias: bool = True):
         super().__init__()
         if num_channels % num_groups != 0:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
             self.weight = Parameter(corenn.empty(num_channels, device=device, dtype=dtype))
-            self.bias = Parameter(corenn.empty(num_channels, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(corenn.empty(num_channels, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -150,10 +158,12 @@ class GroupNorm(Module):
     def reset_parameters(self) -> None:
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
