@@ -31,21 +31,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def import_ms(python: str, module: str, runs: int, **env) -> float | None:
-    """Median cumulative import time of ``module`` in ms, from ``-X importtime``; None if it cannot import."""
+def _import_once_ms(python: str, module: str, env: dict) -> float | None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CORENN_")}
     environment.update(env)
-    times = []
+    result = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
+                            text=True, env=environment, cwd=tempfile.gettempdir())
+    if result.returncode != 0:
+        return None
+    for line in result.stderr.splitlines():
+        match = re.match(rf"import time:\s+\d+ \|\s+(\d+) \| {re.escape(module)}$", line)
+        if match:
+            return int(match.group(1)) / 1000
+    return None
+
+
+def import_ms(variants: dict[str, tuple[str, str, dict]], runs: int) -> dict[str, float | None]:
+    """Median cumulative import time (ms, from ``-X importtime``) per variant ``label: (python, module, env)``.
+
+    Variants are interleaved run by run, so a busy spell on the (shared) machine hits them all alike.
+    """
+    times: dict[str, list[float]] = {label: [] for label in variants}
     for _ in range(runs):
-        result = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
-                                text=True, env=environment, cwd=tempfile.gettempdir())
-        if result.returncode != 0:
-            return None
-        for line in result.stderr.splitlines():
-            match = re.match(rf"import time:\s+\d+ \|\s+(\d+) \| {re.escape(module)}$", line)
-            if match:
-                times.append(int(match.group(1)) / 1000)
-    return statistics.median(times) if times else None
+        for label, (python, module, env) in variants.items():
+            value = _import_once_ms(python, module, env)
+            if value is not None:
+                times[label].append(value)
+    return {label: statistics.median(values) if values else None for label, values in times.items()}
 
 
 def first_party_venv(workdir: Path) -> tuple[str, list[str]] | None:
@@ -70,29 +81,28 @@ def plugin_statuses(python: str) -> str:
     return result.stdout.strip()
 
 
-def bench_import(runs: int, venv: bool) -> None:
-    print(f"import time, median of {runs} fresh interpreters (ms, cumulative, from -X importtime)")
-    rows = [("numpy (for scale)", import_ms(sys.executable, "numpy", runs)),
-            ("corenn, CORENN_DISABLE_PLUGIN_AUTOLOAD=1", import_ms(sys.executable, "corenn", runs,
-                                                                    CORENN_DISABLE_PLUGIN_AUTOLOAD="1")),
-            ("corenn, autoload on (this environment)", import_ms(sys.executable, "corenn", runs))]
-    print(f"  plugins in this environment: {plugin_statuses(sys.executable) or 'none'}")
-    if venv:
-        with tempfile.TemporaryDirectory() as tmp:
-            made = first_party_venv(Path(tmp))
-            if made is None:
-                print("  first-party plugins: none under plugins/ yet")
-            else:
-                python, names = made
-                print(f"  first-party plugins installed in a virtualenv: {', '.join(names)} -> "
-                      f"{plugin_statuses(python)}")
-                rows.append(("corenn, all first-party plugins", import_ms(python, "corenn", runs)))
-    rows.append(("torch (for scale)", import_ms(sys.executable, "torch", max(3, runs // 3))))
-    for label, value in rows:
-        print(f"  {label:<44} {'n/a' if value is None else f'{value:8.1f}'}")
+def bench_import(runs: int, venv: bool) -> dict[str, float | None]:
+    """Import times in ms: numpy, corenn with autoload off / on / with first-party plugins, torch."""
+    python = sys.executable
+    variants = {"numpy": (python, "numpy", {}),
+                "corenn, autoload off": (python, "corenn", {"CORENN_DISABLE_PLUGIN_AUTOLOAD": "1"}),
+                "corenn, autoload on": (python, "corenn", {})}
+    print(f"plugins in this environment: {plugin_statuses(python) or 'none'}", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        made = first_party_venv(Path(tmp)) if venv else None
+        if made is not None:
+            venv_python, names = made
+            print(f"first-party plugins installed in a virtualenv: {', '.join(names)} -> "
+                  f"{plugin_statuses(venv_python)}", file=sys.stderr)
+            variants["corenn, first-party plugins"] = (venv_python, "corenn", {})
+        elif venv:
+            print("first-party plugins: none under plugins/ yet", file=sys.stderr)
+        result = import_ms(variants, runs)
+    result["torch"] = import_ms({"torch": (python, "torch", {})}, max(3, runs // 3))["torch"]
+    return result
 
 
-def bench_dispatch(ops: int, rounds: int) -> None:
+def bench_dispatch(ops: int, rounds: int) -> dict[str, float]:
     import corenn
     from corenn import dispatch
     from corenn.autograd import node
@@ -149,6 +159,21 @@ def bench_dispatch(ops: int, rounds: int) -> None:
     print(f"  the dispatcher itself, no observer        {shipped:8.0f}  ({shipped / without_test:.3f}x)")
     print(f"  with one no-op observer active            {observed:8.0f}  ({observed / without_test:.3f}x)")
     print(f"  (an empty-list truthiness test in a loop: {truth_test:.0f} ns, loop included)")
+    return {"without test": without_test, "with test": with_test, "shipped": shipped, "observed": observed}
+
+
+def run(runs: int = 7, ops: int = 100_000, rounds: int = 5, venv: bool = True) -> list[dict]:
+    """Rows for benchmarks/run.py: import times (ms) beside numpy's and torch's, dispatch cost (ns)."""
+    imports = bench_import(runs, venv)
+    rows = [{"name": f"import {label}", "unit": "ms", "corenn": value, "pytorch": imports["torch"],
+             "numpy": imports["numpy"]}
+            for label, value in imports.items() if label.startswith("corenn")]
+    dispatch_ns = bench_dispatch(ops, rounds)
+    for label, key in (("dispatcher without the observer test", "without test"),
+                       ("dispatcher with the observer test", "with test"),
+                       ("one no-op observer active", "observed")):
+        rows.append({"name": f"1-element add, {label}", "unit": "ns", "corenn": dispatch_ns[key]})
+    return rows
 
 
 def main():
@@ -158,7 +183,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds per dispatch measurement")
     ap.add_argument("--no-venv", action="store_true", help="skip the first-party-plugins virtualenv")
     args = ap.parse_args()
-    bench_import(args.runs, not args.no_venv)
+    imports = bench_import(args.runs, not args.no_venv)
+    print(f"import time, median of {args.runs} fresh interpreters, interleaved (ms, cumulative, -X importtime)")
+    for label, value in imports.items():
+        print(f"  {label:<32} {'n/a' if value is None else f'{value:8.1f}'}")
     bench_dispatch(args.ops, args.rounds)
 
 
