@@ -114,7 +114,7 @@ def corenn_fx_leaf_modules() -> Iterable[Callable[[Any, str], bool | None]]:
 
 @hookspec
 def corenn_module_state_handlers() -> Iterable[Any]:
-    """Return handlers that take part in ``Module.state_dict`` / ``load_state_dict`` for what a plugin hangs on a module.
+    """Return handlers that join ``Module.state_dict`` / ``load_state_dict`` for what a plugin hangs on a module.
 
     When: once, when the plugin loads; the handlers are then listed by
     ``corenn.plugins.module_state_handlers()``.

@@ -39,7 +39,8 @@ import pluggy
 from corenn import dispatch, hookspecs
 
 __all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginError", "PluginWarning", "PluginRecord",
-           "records", "load_builtins", "ensure_loaded", "installed_entry_points", "list_plugins", "info_lines", "fx_leaf_module_rules", "module_state_handlers",
+           "records", "load_builtins", "ensure_loaded", "installed_entry_points", "list_plugins", "info_lines",
+           "fx_leaf_module_rules", "module_state_handlers",
            "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing"]
 
 BUILTIN_PLUGINS = ("corenn.backends.cpu", "corenn.ops")

@@ -60,7 +60,7 @@ except ImportError:  # corenn.testing works without pytest; only the fixture nee
 if pytest is not None:
     @pytest.fixture
     def corenn_plugin():
-        """Factory fixture: ``corenn_plugin(obj, name=None, allow_failure=False)`` registers ``obj`` until the test ends.
+        """Factory fixture: ``corenn_plugin(obj, name=None, allow_failure=False)`` registers ``obj`` for one test.
 
         Returns the plugin's record; several plugins may be registered in one test
         (they are removed in reverse order).
