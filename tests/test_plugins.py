@@ -368,6 +368,44 @@ def test_corenn_fx_leaf_modules(corenn_plugin):
     assert len(plugins.fx_leaf_module_rules()) == 1
 
 
+def test_fx_tracing_asks_the_plugin_leaf_rules(corenn_plugin):
+    fx = pytest.importorskip("corenn.fx")
+    nn = corenn.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(x) + 1
+
+    def call_modules():
+        return [n.target for n in fx.symbolic_trace(Model()).graph.nodes if n.op == "call_module"]
+    assert call_modules() == ["block.lin"]  # a user module is traced through by default
+    asked = []
+
+    class KeepBlocks:
+        @corenn.hookimpl
+        def corenn_fx_leaf_modules(self):
+            def rule(module, qualified_name):
+                asked.append(qualified_name)
+                return True if isinstance(module, Block) else None
+            return [rule]
+    with register_plugin(KeepBlocks()):
+        assert call_modules() == ["block"]
+    assert "block" in asked
+    assert call_modules() == ["block.lin"]
+
+
 # -- corenn_module_state_handlers -------------------------------------------------------------------------------------
 
 def test_corenn_module_state_handlers(corenn_plugin):
