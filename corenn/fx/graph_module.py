@@ -7,8 +7,9 @@ Example::
     >>> gm = corenn.fx.symbolic_trace(nn.Sequential(nn.Linear(3, 4), nn.ReLU()))
     >>> print(gm.code.strip())
     def forward(self, input):
-        _0 = getattr(self, "0")(input);  input = None
-        _1 = getattr(self, "1")(_0);  _0 = None
+        input_1 = input
+        _0 = getattr(self, '0')(input_1);  input_1 = None
+        _1 = getattr(self, '1')(_0);  _0 = None
         return _1
 """
 from __future__ import annotations

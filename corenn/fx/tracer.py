@@ -180,8 +180,7 @@ def _keyed_code(key: int, name: str, qualname: str):
 
 def _leaf_rules():
     import corenn.plugins
-    # The hook-backed rule list lands with the plugin work; until then there are no plugin rules.
-    return getattr(corenn.plugins, "fx_leaf_module_rules", lambda: [])()
+    return corenn.plugins.fx_leaf_module_rules()
 
 
 class Tracer:
