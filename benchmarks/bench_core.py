@@ -11,6 +11,7 @@ The numpy column is forward and backward written by hand: the floor for a numpy-
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -21,15 +22,22 @@ BATCH, SIZES = 128, (784, 512, 512, 10)
 TARGETS = {"per-op overhead": 0.75, "MLP train step": 1.25}
 
 
-def _median_time(fn, repeats, warmup=3):
-    for _ in range(warmup):
-        fn()
-    samples = []
+def _median_times(fns: dict, repeats: int, warmup: int = 3) -> dict:
+    """Median seconds per call of each function, sampled round-robin.
+
+    Interleaving the frameworks call by call spreads the load of a shared machine over all of
+    them alike, so their ratios stay meaningful even when absolute times drift.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 # -- per-op overhead ----------------------------------------------------------------------------------------
@@ -161,26 +169,25 @@ def run(repeats_chain: int = 30, repeats_mlp: int = 20) -> list[dict]:
     import corenn
     try:
         import torch
-        torch.set_num_threads(2)
+        # Two threads as in shared/ANCHORS.md; numpy's BLAS follows OPENBLAS_NUM_THREADS / OMP_NUM_THREADS.
+        torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     except ImportError:
         torch = None
 
     rows = []
-    per_op = {}
     x, a, b = _chain_inputs(corenn)
-    per_op["corenn"] = _median_time(lambda: chain_step(corenn, x, a, b), repeats_chain) / CHAIN_OPS * 1e6
+    nx, na, nb = _chain_inputs(None)
+    chains = {"corenn": lambda: chain_step(corenn, x, a, b), "numpy": lambda: numpy_chain_step(nx, na, nb)}
     if torch is not None:
         tx, ta, tb = _chain_inputs(torch)
-        per_op["pytorch"] = _median_time(lambda: chain_step(torch, tx, ta, tb), repeats_chain) / CHAIN_OPS * 1e6
-    nx, na, nb = _chain_inputs(None)
-    per_op["numpy"] = _median_time(lambda: numpy_chain_step(nx, na, nb), repeats_chain) / CHAIN_OPS * 1e6
+        chains["pytorch"] = lambda: chain_step(torch, tx, ta, tb)
+    per_op = {name: t / CHAIN_OPS * 1e6 for name, t in _median_times(chains, repeats_chain).items()}
     rows.append(dict(name="per-op overhead", unit="us/op", target=TARGETS["per-op overhead"], **per_op))
 
-    mlp = {}
-    mlp["corenn"] = _median_time(make_mlp_step(corenn), repeats_mlp) * 1e3
+    steps = {"corenn": make_mlp_step(corenn), "numpy": make_numpy_mlp_step()}
     if torch is not None:
-        mlp["pytorch"] = _median_time(make_mlp_step(torch), repeats_mlp) * 1e3
-    mlp["numpy"] = _median_time(make_numpy_mlp_step(), repeats_mlp) * 1e3
+        steps["pytorch"] = make_mlp_step(torch)
+    mlp = {name: t * 1e3 for name, t in _median_times(steps, repeats_mlp).items()}
     rows.append(dict(name="MLP train step", unit="ms", target=TARGETS["MLP train step"], **mlp))
     return rows
 
