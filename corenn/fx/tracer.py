@@ -201,8 +201,7 @@ class Tracer:
         >>> gm = corenn.fx.GraphModule(model, graph)  # doctest: +SKIP
     """
 
-    def __init__(self, autowrap_modules: tuple = (math,), autowrap_functions: tuple = (),
-                 param_shapes_constant: bool = False):
+    def __init__(self, autowrap_modules: tuple = (math,), autowrap_functions: tuple = ()):
         self._autowrap_functions = {}
         self._autowrap_modules = tuple(autowrap_modules)
         for module in autowrap_modules:
@@ -211,7 +210,6 @@ class Tracer:
                     self._autowrap_functions[id(value)] = value
         for fn in autowrap_functions:
             self._autowrap_functions[id(fn)] = fn
-        self.param_shapes_constant = param_shapes_constant
         self.graph: Graph | None = None
         self.root = None
         self.submodule_paths: dict | None = None
