@@ -106,7 +106,9 @@ def corenn_fx_leaf_modules() -> Iterable[Callable[[Any, str], bool | None]]:
     ``corenn.fx.Tracer.is_leaf_module`` through ``corenn.plugins.fx_leaf_module_rules()``.
     Receives: nothing.
     Returns: an iterable of callables. A rule returns True to keep the module
-    as a single ``call_module`` node (a leaf), None for no opinion.
+    as a single ``call_module`` node (a leaf), None for no opinion. Return None,
+    not False, for modules you don't care about: the tracer currently lets the
+    first non-None answer decide, so a False would overrule later rules.
     First answer wins: no, any rule answering True makes the module a leaf,
     whatever the other rules say; with no True the tracer's own rule decides.
     """
@@ -126,6 +128,9 @@ def corenn_module_state_handlers() -> Iterable[Any]:
     (before a module reads its entries from ``state_dict``: convert them in
     place). Return values are ignored. A handler with neither method is malformed.
     First answer wins: no, every handler runs, in registration order.
+    Status: ``corenn.nn.Module`` does not call these handlers yet; until it does,
+    use ``Module.register_state_dict_post_hook`` / ``register_load_state_dict_pre_hook``
+    on the modules you change.
     """
 
 

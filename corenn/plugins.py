@@ -594,8 +594,10 @@ def list_plugins(*, include_disabled: bool = True) -> list[PluginRecord]:
     if include_disabled:
         if _env_flag(ENV_DISABLE_AUTOLOAD):
             why = f"{ENV_DISABLE_AUTOLOAD} is set"
-        else:
+        elif _wanted() is not None:
             why = f"not named in {ENV_PLUGINS}={os.environ.get(ENV_PLUGINS, '')}"
+        else:
+            why = "installed after corenn was imported (restart Python to load it)"
         for entry_point in installed_entry_points():
             if entry_point.name not in records:
                 result.append(_record_for(entry_point, status="disabled", reason=why))
