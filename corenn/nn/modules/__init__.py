@@ -10,7 +10,6 @@ and is loaded on first use of its name.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 #: public name -> the submodule that defines it
 _SOURCES = {
@@ -30,9 +29,7 @@ _SOURCES = {
 }
 _OWNER = {name: module for module, names in _SOURCES.items() for name in names}
 
-# Names of files not yet written are left out of ``__all__`` so a star-import keeps
-# working while the package grows; a file that exists but fails to import still raises.
-__all__ = [name for name, module in _OWNER.items() if importlib.util.find_spec(f"{__name__}.{module}") is not None]
+__all__ = list(_OWNER)
 
 
 def __getattr__(name):
