@@ -593,3 +593,14 @@ def test_fixture_removes_plugins_after_the_test_part_one(corenn_plugin):
 def test_fixture_removes_plugins_after_the_test_part_two():
     assert "fixture-scope" not in plugins.records
     assert "fixturetoy" not in dispatch.backends
+
+
+def test_list_plugins_names_a_plugin_installed_after_import(monkeypatch):
+    from importlib.metadata import EntryPoint
+    monkeypatch.delenv("CORENN_PLUGINS", raising=False)
+    monkeypatch.delenv("CORENN_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setattr(plugins, "installed_entry_points", lambda: [EntryPoint("late", "corenn_late", "corenn")])
+    (late,) = [r for r in plugins.list_plugins() if r.name == "late"]
+    assert late.status == "disabled"
+    assert late.reason == "installed after corenn was imported (restart Python to load it)"
+    assert "late" not in plugins.records
