@@ -79,7 +79,9 @@ class Conv(Op):
             out += bias.reshape((-1,) + (1,) * (out.ndim - 1))
         ctx.save_for_backward(cols_g, weight)
         ctx.params = (x.shape, padded.shape, padding, stride, dilation, groups, out_size, bias is not None)
-        return out.swapaxes(0, 1)  # (N, O, *out), a view: the next op reads it without another copy
+        # (N, O, *out) made contiguous once here: every later op (activation, pooling, their backward)
+        # then works on a plain layout instead of paying for copies in its own reshapes.
+        return xp.ascontiguousarray(out.swapaxes(0, 1))
 
     @staticmethod
     def backward(ctx, grad):

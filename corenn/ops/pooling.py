@@ -59,15 +59,28 @@ def _lowest(xp, dtype):
 
 @kernel("max_pool", "MaxPool2DWithIndicesBackward0")
 class MaxPool(Op):
+    """Running max over the kernel offsets: one strided view of the input per offset.
+
+    For the usual small kernels (2x2, 3x3) this is kh*kw whole-array ufunc passes,
+    with no window copy and no argmax over a tiny trailing axis. ``argmax`` records
+    which offset won; a later offset wins only when strictly greater, so the first
+    maximum wins ties, as in PyTorch.
+    """
+
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
         xp = ctx.xp
         out_size = tuple(_pool_output_size(s, k, st, p, d, ceil_mode)
                          for s, k, st, p, d in zip(x.shape[2:], kernel_size, stride, padding, dilation))
         padded = _padded(xp, x, padding, out_size, kernel_size, stride, dilation, _lowest(xp, x.dtype))
-        flat = _windows(xp, padded, kernel_size, stride, dilation, out_size).reshape(x.shape[:2] + out_size + (-1,))
-        argmax = flat.argmax(axis=-1)  # the first maximum wins ties, as in PyTorch
-        out = xp.take_along_axis(flat, argmax[..., None], axis=-1)[..., 0]
+        offsets = itertools.product(*(range(k) for k in kernel_size))
+        out = padded[_window(next(offsets), stride, dilation, out_size)].copy()
+        argmax = xp.zeros(out.shape, dtype=xp.int8 if _prod(kernel_size) < 128 else xp.int64)
+        for index, offset in enumerate(offsets, start=1):
+            candidate = padded[_window(offset, stride, dilation, out_size)]
+            better = candidate > out
+            xp.copyto(out, candidate, where=better)
+            argmax[better] = index
         ctx.save_for_backward(argmax)
         ctx.params = (x.shape, padded.shape, kernel_size, stride, padding, dilation, out_size)
         return out
@@ -77,26 +90,18 @@ class MaxPool(Op):
         xp = ctx.xp
         (argmax,) = ctx.saved_arrays
         x_shape, padded_shape, kernel_size, stride, padding, dilation, out_size = ctx.params
-        n_k = len(kernel_size)
-        window_size = 1
-        for k in kernel_size:
-            window_size *= k
-        one_hot = (argmax[..., None] == xp.arange(window_size)) * grad[..., None]
-        one_hot = one_hot.reshape(grad.shape + tuple(kernel_size))            # (N, C, *out, *k)
-        if tuple(stride) == tuple(kernel_size) and all(d == 1 for d in dilation):
-            # Non-overlapping windows tile the input: interleave (out, k) axes and reshape.
-            order = (0, 1) + tuple(a for i in range(n_k) for a in (2 + i, 2 + n_k + i))
-            tiled = one_hot.transpose(order).reshape(grad.shape[:2] + tuple(o * k for o, k in zip(out_size,
-                                                                                                    kernel_size)))
-            if tiled.shape == tuple(x_shape) and not any(padding):
-                return tiled
-            grad_padded = xp.zeros(padded_shape, dtype=grad.dtype)
-            grad_padded[(slice(None), slice(None)) + tuple(slice(0, s) for s in tiled.shape[2:])] = tiled
-        else:
-            grad_padded = xp.zeros(padded_shape, dtype=grad.dtype)
-            for offset in itertools.product(*(range(k) for k in kernel_size)):
-                grad_padded[_window(offset, stride, dilation, out_size)] += one_hot[(Ellipsis,) + offset]
+        grad_padded = xp.zeros(padded_shape, dtype=grad.dtype)
+        for index, offset in enumerate(itertools.product(*(range(k) for k in kernel_size))):
+            # Windows may overlap (stride < kernel): accumulate rather than assign.
+            grad_padded[_window(offset, stride, dilation, out_size)] += grad * (argmax == index)
         return _crop(grad_padded, padding, x_shape)
+
+
+def _prod(values):
+    n = 1
+    for v in values:
+        n *= v
+    return n
 
 
 @kernel("max_pool_with_indices", "MaxPool2DWithIndicesBackward0")
