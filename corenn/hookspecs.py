@@ -106,11 +106,11 @@ def corenn_fx_leaf_modules() -> Iterable[Callable[[Any, str], bool | None]]:
     ``corenn.fx.Tracer.is_leaf_module`` through ``corenn.plugins.fx_leaf_module_rules()``.
     Receives: nothing.
     Returns: an iterable of callables. A rule returns True to keep the module
-    as a single ``call_module`` node (a leaf), None for no opinion. Return None,
-    not False, for modules you don't care about: the tracer currently lets the
-    first non-None answer decide, so a False would overrule later rules.
-    First answer wins: no, any rule answering True makes the module a leaf,
-    whatever the other rules say; with no True the tracer's own rule decides.
+    as a single ``call_module`` node (a leaf), False to trace through it, None
+    for no opinion.
+    First answer wins: no. Any rule answering True makes the module a leaf,
+    whatever the other rules say; otherwise any False traces through it; with
+    neither, the tracer's own rule decides (standard corenn layers are leaves).
     """
 
 

@@ -405,6 +405,15 @@ def test_fx_tracing_asks_the_plugin_leaf_rules(corenn_plugin):
     assert "block" in asked
     assert call_modules() == ["block.lin"]
 
+    class OpenLinears:  # False traces through a standard layer (a Linear becomes its functional call)
+        @corenn.hookimpl
+        def corenn_fx_leaf_modules(self):
+            return [lambda module, qualified_name: False if isinstance(module, nn.Linear) else None]
+    with register_plugin(OpenLinears()):
+        assert call_modules() == []
+        with register_plugin(KeepBlocks()):  # True wins over another plugin's False
+            assert call_modules() == ["block"]
+
 
 # -- corenn_module_state_handlers -------------------------------------------------------------------------------------
 

@@ -318,7 +318,7 @@ class Tracer:
         """Whether submodule ``m`` is recorded as one ``call_module`` node rather than traced through.
 
         Rules contributed by plugins (``corenn.plugins.fx_leaf_module_rules()``) are
-        asked first; the first that answers True or False decides. Otherwise the
+        asked first: any True makes a leaf, else any False traces through. Otherwise the
         standard corenn layers are leaves (containers such as ``Sequential`` are not)
         and user-defined modules are traced through.
 
@@ -328,10 +328,11 @@ class Tracer:
             ...     def is_leaf_module(self, m, name):
             ...         return isinstance(m, MyBlock) or super().is_leaf_module(m, name)
         """
-        for rule in _leaf_rules():
-            answer = rule(m, module_qualified_name)
-            if answer is not None:
-                return bool(answer)
+        answers = {rule(m, module_qualified_name) for rule in _leaf_rules()}
+        if True in answers:  # a plugin needs this module whole (e.g. a quantized layer): that wins
+            return True
+        if False in answers:
+            return False
         module_name = type(m).__module__ or ""
         standard = module_name.startswith("corenn.nn") or module_name.startswith("corenn.module")
         return standard and type(m).__name__ not in _CONTAINERS
