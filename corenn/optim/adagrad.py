@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from corenn.optim.adam import _zero_step
-from corenn.optim.optimizer import Optimizer
+from corenn.optim.optimizer import Optimizer, _effective_grad, _ScratchArrays
 from corenn.optim.sgd import _reject_differentiable
 from corenn.tensor.tensor import Tensor
 
@@ -77,12 +77,12 @@ class Adagrad(Optimizer):
             if not params:
                 continue
             adagrad(params, grads, sums, steps, lr=group["lr"], weight_decay=group["weight_decay"],
-                    lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"])
+                    lr_decay=group["lr_decay"], eps=group["eps"], maximize=group["maximize"], scratch=self._scratch())
         return loss
 
 
 def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor], state_steps: list[Tensor], *,
-            lr: float, weight_decay: float, lr_decay: float, eps: float, maximize: bool) -> None:
+            lr: float, weight_decay: float, lr_decay: float, eps: float, maximize: bool, scratch=None) -> None:
     """Functional Adagrad over lists (``torch.optim._functional.adagrad``), updating everything in place.
 
     Example::
@@ -90,23 +90,23 @@ def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor],
         >>> adagrad([w], [w.grad], [s], [step], lr=1e-2, weight_decay=0, lr_decay=0, eps=1e-10, maximize=False)
     """
     lr, weight_decay, lr_decay, eps = float(lr), float(weight_decay), float(lr_decay), float(eps)
+    scratch = scratch if scratch is not None else _ScratchArrays()
     for i, param in enumerate(params):
         xp = param._device._xp
         p = param._data
-        g = grads[i]._data
         step_array = state_steps[i]._data
         step_array += 1
         step = float(step_array)
-        if maximize:
-            g = -g
-        if weight_decay != 0:
-            g = g + weight_decay * p
+        g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, weight_decay)
         clr = lr / (1 + (step - 1) * lr_decay)
+        tmp = scratch.get(xp, p, 0)
+        std = scratch.get(xp, p, 1)
+        # state_sum.addcmul_(g, g, value=1); std = sqrt(state_sum) + eps
         state_sum = state_sums[i]._data
-        state_sum += g * g
-        std = xp.sqrt(state_sum)
+        state_sum += xp.multiply(g, g, out=tmp)
+        xp.sqrt(state_sum, out=std)
         std += eps
         # p.addcdiv_(g, std, value=-clr)
-        update = -clr * g
-        update /= std
-        p += update
+        xp.multiply(g, -clr, out=tmp)
+        tmp /= std
+        p += tmp

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from corenn import _dtype
-from corenn.optim.optimizer import Optimizer
+from corenn.optim.optimizer import Optimizer, _effective_grad, _ScratchArrays
 from corenn.optim.sgd import _reject_differentiable
 from corenn.tensor.tensor import Tensor
 
@@ -90,7 +90,8 @@ class Adam(Optimizer):
             beta1, beta2 = group["betas"]
             adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad=amsgrad, beta1=beta1,
                  beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"],
-                 maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"])
+                 maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"],
+                 scratch=self._scratch())
         return loss
 
 
@@ -118,7 +119,8 @@ class AdamW(Adam):
 
 def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
          max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], *, amsgrad: bool, beta1: float, beta2: float,
-         lr: float, weight_decay: float, eps: float, maximize: bool, decoupled_weight_decay: bool = False) -> None:
+         lr: float, weight_decay: float, eps: float, maximize: bool, decoupled_weight_decay: bool = False,
+         scratch=None) -> None:
     """Functional Adam/AdamW over lists (``torch.optim._functional.adam``), updating everything in place.
 
     Example::
@@ -127,33 +129,32 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
         ...      lr=1e-3, weight_decay=0, eps=1e-8, maximize=False)
     """
     lr, beta1, beta2, weight_decay, eps = float(lr), float(beta1), float(beta2), float(weight_decay), float(eps)
+    scratch = scratch if scratch is not None else _ScratchArrays()
     for i, param in enumerate(params):
         xp = param._device._xp
         p = param._data
-        g = grads[i]._data
-        if maximize:
-            g = -g
-        exp_avg = exp_avgs[i]._data
-        exp_avg_sq = exp_avg_sqs[i]._data
         step_array = state_steps[i]._data
         step_array += 1
         step = float(step_array)
-
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p *= 1 - lr * weight_decay
-            else:
-                g = g + weight_decay * p
+        if weight_decay != 0 and decoupled_weight_decay:
+            p *= 1 - lr * weight_decay
+            g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, 0.0)
+        else:
+            g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, weight_decay)
+        exp_avg = exp_avgs[i]._data
+        exp_avg_sq = exp_avg_sqs[i]._data
+        tmp = scratch.get(xp, p, 0)
+        denom = scratch.get(xp, p, 1)
 
         # exp_avg.lerp_(g, 1 - beta1), in PyTorch's form for weights below 0.5: m + w * (g - m)
-        delta = g - exp_avg
-        delta *= 1 - beta1
-        exp_avg += delta
+        xp.subtract(g, exp_avg, out=tmp)
+        tmp *= 1 - beta1
+        exp_avg += tmp
         # exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        xp.multiply(exp_avg_sq, beta2, out=exp_avg_sq)
-        square = (1 - beta2) * g
-        square *= g
-        exp_avg_sq += square
+        exp_avg_sq *= beta2
+        xp.multiply(g, 1 - beta2, out=tmp)
+        tmp *= g
+        exp_avg_sq += tmp
 
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
@@ -162,15 +163,15 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
         if amsgrad:
             max_sq = max_exp_avg_sqs[i]._data
             xp.maximum(max_sq, exp_avg_sq, out=max_sq)
-            denom = xp.sqrt(max_sq)
+            xp.sqrt(max_sq, out=denom)
         else:
-            denom = xp.sqrt(exp_avg_sq)
+            xp.sqrt(exp_avg_sq, out=denom)
         denom /= bias_correction2_sqrt
         denom += eps
         # p.addcdiv_(exp_avg, denom, value=-step_size)
-        update = -step_size * exp_avg
-        update /= denom
-        p += update
+        xp.multiply(exp_avg, -step_size, out=tmp)
+        tmp /= denom
+        p += tmp
 
 
 def _zero_step() -> Tensor:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from corenn.optim.adam import _zero_step, _zeros_like
-from corenn.optim.optimizer import Optimizer
+from corenn.optim.optimizer import Optimizer, _effective_grad, _ScratchArrays
 from corenn.optim.sgd import _reject_differentiable
 from corenn.tensor.tensor import Tensor
 
@@ -78,13 +78,13 @@ class RMSprop(Optimizer):
                 continue
             rmsprop(params, grads, square_avgs, grad_avgs, buffers, steps, lr=group["lr"], alpha=group["alpha"],
                     eps=group["eps"], weight_decay=group["weight_decay"], momentum=group["momentum"],
-                    centered=group["centered"], maximize=group["maximize"])
+                    centered=group["centered"], maximize=group["maximize"], scratch=self._scratch())
         return loss
 
 
 def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], grad_avgs: list[Tensor],
             momentum_buffer_list: list[Tensor], state_steps: list[Tensor], *, lr: float, alpha: float, eps: float,
-            weight_decay: float, momentum: float, centered: bool, maximize: bool) -> None:
+            weight_decay: float, momentum: float, centered: bool, maximize: bool, scratch=None) -> None:
     """Functional RMSprop over lists (``torch.optim._functional.rmsprop``), updating everything in place.
 
     Example::
@@ -93,42 +93,42 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
         ...         weight_decay=0, momentum=0, centered=False, maximize=False)
     """
     lr, alpha, eps, weight_decay, momentum = float(lr), float(alpha), float(eps), float(weight_decay), float(momentum)
+    scratch = scratch if scratch is not None else _ScratchArrays()
     for i, param in enumerate(params):
         xp = param._device._xp
         p = param._data
-        g = grads[i]._data
-        if maximize:
-            g = -g
         state_steps[i]._data += 1
-        if weight_decay != 0:
-            g = g + weight_decay * p
+        g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, weight_decay)
+        tmp = scratch.get(xp, p, 0)
+        avg = scratch.get(xp, p, 1)
 
         # square_avg.mul_(alpha).addcmul_(g, g, value=1 - alpha)
         square_avg = square_avgs[i]._data
-        xp.multiply(square_avg, alpha, out=square_avg)
-        square = (1 - alpha) * g
-        square *= g
-        square_avg += square
+        square_avg *= alpha
+        xp.multiply(g, 1 - alpha, out=tmp)
+        tmp *= g
+        square_avg += tmp
         if centered:
             # grad_avg.lerp_(g, 1 - alpha); avg = sqrt(square_avg - grad_avg**2)
             grad_avg = grad_avgs[i]._data
-            delta = g - grad_avg
-            delta *= 1 - alpha
-            grad_avg += delta
-            avg = square_avg - grad_avg * grad_avg
+            xp.subtract(g, grad_avg, out=tmp)
+            tmp *= 1 - alpha
+            grad_avg += tmp
+            xp.multiply(grad_avg, grad_avg, out=avg)
+            xp.subtract(square_avg, avg, out=avg)
             xp.sqrt(avg, out=avg)
         else:
-            avg = xp.sqrt(square_avg)
+            xp.sqrt(square_avg, out=avg)
         avg += eps
 
         if momentum > 0:
             # buf.mul_(momentum).addcdiv_(g, avg); p.add_(buf, alpha=-lr)
             buf = momentum_buffer_list[i]._data
-            xp.multiply(buf, momentum, out=buf)
-            buf += g / avg
-            p -= lr * buf
+            buf *= momentum
+            buf += xp.divide(g, avg, out=tmp)
+            p -= xp.multiply(buf, lr, out=tmp)
         else:
             # p.addcdiv_(g, avg, value=-lr)
-            update = -lr * g
-            update /= avg
-            p += update
+            xp.multiply(g, -lr, out=tmp)
+            tmp /= avg
+            p += tmp

@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
 from __future__ import annotations
 
-from corenn.optim.optimizer import Optimizer
+from corenn.optim.optimizer import Optimizer, _effective_grad, _ScratchArrays
 from corenn.tensor.tensor import Tensor
 
 __all__ = ["SGD", "sgd"]
@@ -59,7 +59,8 @@ class SGD(Optimizer):
             if not params:
                 continue
             sgd(params, grads, buffers, lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
-                weight_decay=group["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"])
+                weight_decay=group["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"],
+                scratch=self._scratch())
             if group["momentum"] != 0:
                 for p, buf in zip(params, buffers):
                     state[p]["momentum_buffer"] = buf
@@ -67,7 +68,7 @@ class SGD(Optimizer):
 
 
 def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list, *, lr: float, momentum: float,
-        dampening: float, weight_decay: float, nesterov: bool, maximize: bool) -> None:
+        dampening: float, weight_decay: float, nesterov: bool, maximize: bool, scratch=None) -> None:
     """Functional SGD over lists (``torch.optim._functional.sgd``); new momentum buffers go into the list.
 
     Example::
@@ -77,14 +78,11 @@ def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list, *
         ...     nesterov=False, maximize=False)
     """
     lr, momentum, dampening, weight_decay = float(lr), float(momentum), float(dampening), float(weight_decay)
+    scratch = scratch if scratch is not None else _ScratchArrays()
     for i, param in enumerate(params):
         xp = param._device._xp
         p = param._data
-        g = grads[i]._data
-        if maximize:
-            g = -g
-        if weight_decay != 0:
-            g = g + weight_decay * p
+        g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, weight_decay)
         if momentum != 0:
             buf = momentum_buffer_list[i]
             if buf is None:
@@ -93,13 +91,20 @@ def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list, *
                 momentum_buffer_list[i] = buf
             else:
                 b = buf._data
-                xp.multiply(b, momentum, out=b)
+                b *= momentum
                 if dampening != 0:
-                    xp.add(b, (1 - dampening) * g, out=b)
+                    b += xp.multiply(g, 1 - dampening, out=scratch.get(xp, p, 0))
                 else:
-                    xp.add(b, g, out=b)
-            g = g + momentum * buf._data if nesterov else buf._data
-        p -= lr * g
+                    b += g
+            if nesterov:
+                # g + momentum * buf
+                step = xp.multiply(buf._data, momentum, out=scratch.get(xp, p, 1))
+                step += g
+                g = step
+            else:
+                g = buf._data
+        # p.add_(g, alpha=-lr)
+        p -= xp.multiply(g, lr, out=scratch.get(xp, p, 0))
 
 
 def _reject_differentiable(differentiable: bool) -> None:
