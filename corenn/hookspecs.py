@@ -128,9 +128,8 @@ def corenn_module_state_handlers() -> Iterable[Any]:
     (before a module reads its entries from ``state_dict``: convert them in
     place). Return values are ignored. A handler with neither method is malformed.
     First answer wins: no, every handler runs, in registration order.
-    Status: ``corenn.nn.Module`` does not call these handlers yet; until it does,
-    use ``Module.register_state_dict_post_hook`` / ``register_load_state_dict_pre_hook``
-    on the modules you change.
+    Called by ``corenn.nn.Module.state_dict`` (after each module's own entries) and
+    ``load_state_dict`` (before each module reads its entries), for every module.
     """
 
 

@@ -443,6 +443,36 @@ def test_corenn_module_state_handlers(corenn_plugin):
     assert plugins.module_state_handlers() == [handler]
 
 
+def test_module_state_dict_runs_the_plugin_handlers(corenn_plugin):
+    """A plugin that hangs a mask on modules saves and restores it through Module's state dicts."""
+    nn = corenn.nn
+
+    class MaskState:
+        def state_dict_post(self, module, state_dict, prefix):
+            if hasattr(module, "mask"):
+                state_dict[prefix + "mask"] = module.mask
+
+        def load_state_dict_pre(self, module, state_dict, prefix):
+            if prefix + "mask" in state_dict:
+                module.mask = state_dict.pop(prefix + "mask")  # consumed: not an unexpected key
+
+    class MaskPlugin:
+        @corenn.hookimpl
+        def corenn_module_state_handlers(self):
+            return [MaskState()]
+
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    model[0].mask = corenn.tensor([[1., 0., 1.], [0., 1., 1.]])
+    assert "0.mask" not in model.state_dict()  # no handler, no entry
+    corenn_plugin(MaskPlugin())
+    state = model.state_dict()
+    assert list(state) == ["0.weight", "0.bias", "0.mask"]
+    rebuilt = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    assert repr(rebuilt.load_state_dict(state)) == "<All keys matched successfully>"
+    assert corenn.equal(rebuilt[0].mask, model[0].mask)
+    assert corenn.equal(rebuilt[0].weight, model[0].weight)
+
+
 # -- op observation: observe_ops and corenn_op_observers --------------------------------------------------------------
 
 class Recorder:
