@@ -145,7 +145,10 @@ def compare(name, steppers, steps, rounds, warmup=5):
 
 def _check_same_losses(steppers, steps=3):
     """Fresh steppers must agree on the first losses: they train the same model on the same data."""
-    losses = {k: [float(s()) for _ in range(steps)] for k, s in steppers.items()}
+    def value(loss):
+        return float(loss.detach()) if hasattr(loss, "detach") else float(loss)
+
+    losses = {k: [value(s()) for _ in range(steps)] for k, s in steppers.items()}
     reference = next(iter(losses.values()))
     for k, values in losses.items():
         if not np.allclose(values, reference, rtol=1e-3, atol=1e-4):
