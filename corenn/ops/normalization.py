@@ -18,6 +18,25 @@ def _normalized_grad(grad_xhat, xhat, invstd, axes):
     return invstd * (grad_xhat - mean_grad - xhat * mean_grad_xhat)
 
 
+def _channel_affine(xhat, weight, bias):
+    """``xhat * weight + bias`` with per-channel (axis 1) parameters, either of them optional."""
+    shape = (1, -1) + (1,) * (xhat.ndim - 2)
+    out = xhat * weight.reshape(shape) if weight is not None else xhat
+    return out + bias.reshape(shape) if bias is not None else out
+
+
+def _channel_affine_backward(ctx, grad, xhat, weight):
+    """Gradients through ``_channel_affine``: (grad wrt xhat, grad_weight, grad_bias)."""
+    axes = (0,) + tuple(range(2, grad.ndim))
+    grad_xhat = grad * weight.reshape((1, -1) + (1,) * (grad.ndim - 2)) if weight is not None else grad
+    grad_weight = grad_bias = None
+    if weight is not None and ctx.next_edges[1] is not None:
+        grad_weight = (grad * xhat).sum(axis=axes)
+    if ctx.has_bias and ctx.next_edges[2] is not None:
+        grad_bias = grad.sum(axis=axes)
+    return grad_xhat, grad_weight, grad_bias
+
+
 @kernel("batch_norm", "NativeBatchNormBackward0")
 class BatchNorm(Op):
     """Normalise over every axis but the channel axis 1.
@@ -48,29 +67,20 @@ class BatchNorm(Op):
             var = running_var.reshape(shape)
         invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
         xhat = centered * invstd
-        out = xhat * weight.reshape(shape) if weight is not None else xhat
-        if bias is not None:
-            out = out + bias.reshape(shape)
         ctx.save_for_backward(xhat, invstd, weight)
         ctx.batch_stats, ctx.has_bias = use_batch_stats, bias is not None
-        return out
+        return _channel_affine(xhat, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
         xhat, invstd, weight = ctx.saved_arrays
-        axes = (0,) + tuple(range(2, grad.ndim))
-        shape = (1, -1) + (1,) * (grad.ndim - 2)
-        grad_xhat = grad * weight.reshape(shape) if weight is not None else grad
-        grad_x = grad_weight = grad_bias = None
+        grad_xhat, grad_weight, grad_bias = _channel_affine_backward(ctx, grad, xhat, weight)
+        grad_x = None
         if ctx.next_edges[0] is not None:
             if ctx.batch_stats:
-                grad_x = _normalized_grad(grad_xhat, xhat, invstd, axes)
+                grad_x = _normalized_grad(grad_xhat, xhat, invstd, (0,) + tuple(range(2, grad.ndim)))
             else:
                 grad_x = grad_xhat * invstd
-        if weight is not None and ctx.next_edges[1] is not None:
-            grad_weight = (grad * xhat).sum(axis=axes)
-        if ctx.has_bias and ctx.next_edges[2] is not None:
-            grad_bias = grad.sum(axis=axes)
         return grad_x, grad_weight, grad_bias
 
 
@@ -123,29 +133,19 @@ class GroupNorm(Op):
         var = (centered * centered).mean(axis=2, keepdims=True)
         invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
         xhat = (centered * invstd).reshape(x.shape)
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        out = xhat * weight.reshape(shape) if weight is not None else xhat
-        if bias is not None:
-            out = out + bias.reshape(shape)
         ctx.save_for_backward(xhat, invstd, weight)
         ctx.num_groups, ctx.has_bias = num_groups, bias is not None
-        return out
+        return _channel_affine(xhat, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
         xhat, invstd, weight = ctx.saved_arrays
-        axes = (0,) + tuple(range(2, grad.ndim))
-        shape = (1, -1) + (1,) * (grad.ndim - 2)
-        grad_xhat = grad * weight.reshape(shape) if weight is not None else grad
-        grad_x = grad_weight = grad_bias = None
+        grad_xhat, grad_weight, grad_bias = _channel_affine_backward(ctx, grad, xhat, weight)
+        grad_x = None
         if ctx.next_edges[0] is not None:
             n, groups = grad.shape[0], ctx.num_groups
             grad_x = _normalized_grad(grad_xhat.reshape(n, groups, -1), xhat.reshape(n, groups, -1), invstd,
                                       (2,)).reshape(grad.shape)
-        if weight is not None and ctx.next_edges[1] is not None:
-            grad_weight = (grad * xhat).sum(axis=axes)
-        if ctx.has_bias and ctx.next_edges[2] is not None:
-            grad_bias = grad.sum(axis=axes)
         return grad_x, grad_weight, grad_bias
 
 
