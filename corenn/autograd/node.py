@@ -48,7 +48,12 @@ class Node:
 
     # -- the ctx side ---------------------------------------------------------------
     def save_for_backward(self, *arrays):
-        """Keep arrays for backward; the engine frees them after use unless retain_graph."""
+        """Keep arrays for backward, where they are ``ctx.saved``; freed after use unless retain_graph.
+
+        The engine checks that they are still there before it calls ``backward``, so
+        kernels read ``ctx.saved`` directly; ``saved_arrays`` is the checked accessor
+        for anyone else.
+        """
         self.saved = arrays
 
     @property
@@ -185,16 +190,30 @@ def run(op_name: str, *inputs, **params):
     except ValueError:
         _raise_shape_error(op_name, inputs)
         raise
-    if needs_grad and GRAD_ENABLED and kernel.differentiable:
+    records = needs_grad and GRAD_ENABLED and kernel.differentiable
+    if kernel.num_outputs != 1:
+        if not records:
+            return tuple([_make(o, device, None, 0) for o in out])
         ctx.next_edges = tuple(edges)
         ctx.sequence_nr = _next_sequence_nr()
-        if kernel.num_outputs == 1:
-            return _make(out, device, ctx, 0)
         mask = kernel.differentiable_outputs
         return tuple([_make(o, device, ctx if mask is None or mask[i] else None, i) for i, o in enumerate(out)])
-    if kernel.num_outputs == 1:
-        return _make(out, device, None, 0)
-    return tuple([_make(o, device, None, 0) for o in out])
+    # Single output: _make inlined, this runs once per op.
+    if out.__class__ in _SCALAR_TYPES:
+        out = _asarray(out)
+    t = _new_tensor(_Tensor)
+    t._data = out
+    t._device = device
+    t._output_nr = 0
+    if records:
+        ctx.next_edges = tuple(edges)
+        ctx.sequence_nr = _next_sequence_nr()
+        t._grad_fn = ctx
+        t._requires_grad = True
+    else:
+        t._grad_fn = None
+        t._requires_grad = False
+    return t
 
 
 def attach(node: "Node", inputs) -> "Node":

@@ -19,7 +19,7 @@ class LeakyRelu(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return ctx.xp.where(a > 0, grad, grad * ctx.negative_slope).astype(grad.dtype, copy=False)
 
 
@@ -38,7 +38,7 @@ class Elu(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, negative = ctx.saved_arrays
+        a, negative = ctx.saved
         alpha, scale, input_scale = ctx.params
         slope = ctx.xp.where(a > 0, scale, scale * input_scale * (negative + alpha))
         return (grad * slope).astype(grad.dtype, copy=False)
@@ -54,7 +54,7 @@ class Hardtanh(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         low, high = ctx.bounds
         return grad * ((a > low) & (a < high))  # zero at the bounds, as PyTorch
 
@@ -68,7 +68,7 @@ class Hardswish(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         xp = ctx.xp
         slope = xp.where(a < -3, 0, xp.where(a <= 3, a / 3 + 0.5, 1))
         return (grad * slope).astype(grad.dtype, copy=False)
@@ -83,7 +83,7 @@ class Hardsigmoid(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return (grad * (((a > -3) & (a < 3)) / 6)).astype(grad.dtype, copy=False)
 
 
@@ -100,7 +100,7 @@ class Mish(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, tanh_sp = ctx.saved_arrays
+        a, tanh_sp = ctx.saved
         xp = ctx.xp
         sig = xp.exp(-xp.logaddexp(0, -a))
         return (grad * (tanh_sp + a * (1 - tanh_sp * tanh_sp) * sig)).astype(grad.dtype, copy=False)
@@ -116,7 +116,7 @@ class LogSigmoid(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         xp = ctx.xp
         return (grad * xp.exp(-xp.logaddexp(0, a))).astype(grad.dtype, copy=False)  # sigmoid(-x)
 
@@ -131,7 +131,7 @@ class Softsign(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (denominator,) = ctx.saved_arrays
+        (denominator,) = ctx.saved
         return grad / (denominator * denominator)
 
 

@@ -86,7 +86,7 @@ class Conv(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        cols_g, weight = ctx.saved_arrays
+        cols_g, weight = ctx.saved
         x_shape, padded_shape, padding, stride, dilation, groups, out_size, has_bias = ctx.params
         out_channels = weight.shape[0]
         grad_g = xp.ascontiguousarray(grad.swapaxes(0, 1)).reshape(groups, out_channels // groups, -1)
@@ -133,7 +133,7 @@ class ConvTranspose(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        x_g, weight = ctx.saved_arrays
+        x_g, weight = ctx.saved
         x_shape, full_size, padding, stride, dilation, groups, has_bias = ctx.params
         in_channels = x_shape[1]
         kernel_size = weight.shape[2:]

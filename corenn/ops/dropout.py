@@ -15,7 +15,7 @@ class Dropout(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_arrays
+        (mask,) = ctx.saved
         return (grad * mask).astype(grad.dtype, copy=False)
 
 

@@ -34,7 +34,7 @@ class Add(Op):
         grad_b = None
         if ctx.next_edges[1] is not None:
             grad_b = sum_to_shape(grad if alpha == 1 else grad * alpha, b_shape)
-        return sum_to_shape(grad, a_shape), grad_b
+        return grad if grad.shape == a_shape else sum_to_shape(grad, a_shape), grad_b
 
 
 @kernel("sub", "SubBackward0")
@@ -61,10 +61,17 @@ class Mul(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         to_a, to_b = ctx.next_edges
-        grad_a = None if to_a is None else sum_to_shape(grad * b, a.shape)
-        grad_b = None if to_b is None else sum_to_shape(grad * a, b.shape)
+        grad_a = grad_b = None
+        if to_a is not None:
+            grad_a = grad * b
+            if grad_a.shape != a.shape:
+                grad_a = sum_to_shape(grad_a, a.shape)
+        if to_b is not None:
+            grad_b = grad * a
+            if grad_b.shape != b.shape:
+                grad_b = sum_to_shape(grad_b, b.shape)
         return grad_a, grad_b
 
 
@@ -77,7 +84,7 @@ class Div(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         b_shape = _shape(b)
         grad_a = sum_to_shape(grad / b, a.shape)
         if b_shape is None:
@@ -127,7 +134,7 @@ class Remainder(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         b_shape = _shape(b)
         grad_b = None if b_shape is None else sum_to_shape(-grad * ctx.xp.floor_divide(a, b), b_shape)
         return sum_to_shape(grad, a.shape), grad_b
@@ -143,7 +150,7 @@ class Fmod(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         b_shape = _shape(b)
         grad_b = None if b_shape is None else sum_to_shape(-grad * ctx.xp.trunc(a / b), b_shape)
         return sum_to_shape(grad, a.shape), grad_b
@@ -161,7 +168,7 @@ class Pow(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b, out = ctx.saved_arrays
+        a, b, out = ctx.saved
         xp = ctx.xp
         b_shape = _shape(b)
         if b_shape is None:  # scalar exponent: PowBackward0
@@ -183,7 +190,7 @@ class Maximum(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         # Ties split the gradient evenly, as PyTorch does.
         a_wins = (a > b) + 0.5 * (a == b)
         return sum_to_shape(grad * a_wins, a.shape), sum_to_shape(grad * (1 - a_wins), b.shape)
@@ -198,7 +205,7 @@ class Minimum(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         a_wins = (a < b) + 0.5 * (a == b)
         return sum_to_shape(grad * a_wins, a.shape), sum_to_shape(grad * (1 - a_wins), b.shape)
 
@@ -486,7 +493,7 @@ class Abs(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad * ctx.xp.sign(a)
 
 
@@ -511,7 +518,7 @@ class Exp(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * out
 
 
@@ -525,7 +532,7 @@ class Exp2(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * out * math.log(2.0)
 
 
@@ -539,7 +546,7 @@ class Expm1(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * (out + 1)
 
 
@@ -552,7 +559,7 @@ class Log(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad / a
 
 
@@ -565,7 +572,7 @@ class Log2(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad / (a * math.log(2.0))
 
 
@@ -578,7 +585,7 @@ class Log10(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad / (a * math.log(10.0))
 
 
@@ -591,7 +598,7 @@ class Log1p(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad / (a + 1)
 
 
@@ -605,7 +612,7 @@ class Sqrt(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad / (2 * out)
 
 
@@ -619,7 +626,7 @@ class Rsqrt(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * -0.5 * out * out * out
 
 
@@ -632,7 +639,7 @@ class Square(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return 2 * grad * a
 
 
@@ -646,7 +653,7 @@ class Reciprocal(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return -grad * out * out
 
 
@@ -659,7 +666,7 @@ class Sin(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad * ctx.xp.cos(a)
 
 
@@ -672,7 +679,7 @@ class Cos(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return -grad * ctx.xp.sin(a)
 
 
@@ -686,7 +693,7 @@ class Tan(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * (1 + out * out)
 
 
@@ -700,7 +707,7 @@ class Tanh(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * (1 - out * out)
 
 
@@ -716,7 +723,7 @@ class Sigmoid(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * out * (1 - out)
 
 
@@ -730,7 +737,7 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad * (out > 0)
 
 
@@ -781,7 +788,7 @@ class Erf(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         return grad * _TWO_OVER_SQRT_PI * ctx.xp.exp(-a * a)
 
 
@@ -804,7 +811,7 @@ class Gelu(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         xp = ctx.xp
         if ctx.approximate == "tanh":
             inner = _SQRT_2_OVER_PI * (a + 0.044715 * a * a * a)
@@ -827,7 +834,7 @@ class Silu(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, s = ctx.saved_arrays
+        a, s = ctx.saved
         return grad * s * (1 + a * (1 - s))
 
 
@@ -844,7 +851,7 @@ class Softplus(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (a,) = ctx.saved_arrays
+        (a,) = ctx.saved
         xp = ctx.xp
         scaled = a * ctx.beta
         sig = xp.exp(-xp.logaddexp(0, -scaled))
@@ -866,7 +873,7 @@ class Clamp(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, low, high = ctx.saved_arrays
+        a, low, high = ctx.saved
         inside = True
         if low is not None:
             inside = a >= low
@@ -913,7 +920,9 @@ fix = trunc
 
 def _floating_unary(name):
     def unary(input):
-        return run(name, to_floating(input))
+        if input._data.dtype.kind != "f":
+            input = to_floating(input)
+        return run(name, input)
     unary.__name__ = name
     unary.__doc__ = f"Elementwise {name}; integer inputs compute in the default float dtype (``torch.{name}``)."
     return unary
@@ -1018,7 +1027,7 @@ class Where(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (condition,) = ctx.saved_arrays
+        (condition,) = ctx.saved
         grad_a = grad_b = None
         if ctx.a_shape is not None:
             grad_a = sum_to_shape(grad * condition, ctx.a_shape)
@@ -1060,7 +1069,7 @@ class MaskedFill(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_arrays
+        (mask,) = ctx.saved
         grad_value = None
         if ctx.value_shape is not None:
             grad_value = sum_to_shape((grad * mask).sum().reshape(()), ctx.value_shape)

@@ -17,7 +17,7 @@ class Embedding(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        (indices,) = ctx.saved_arrays
+        (indices,) = ctx.saved
         grad_weight = xp.zeros(ctx.weight_shape, dtype=grad.dtype)
         # add.at, not fancy-index assignment: repeated indices must accumulate
         xp.add.at(grad_weight, indices.reshape(-1), grad.reshape(-1, ctx.weight_shape[1]))

@@ -20,7 +20,7 @@ class Matmul(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_arrays
+        a, b = ctx.saved
         xp = ctx.xp
         if a.ndim == 1 and b.ndim == 1:
             return grad * b, grad * a
@@ -177,7 +177,7 @@ class Einsum(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        operands = ctx.saved_arrays
+        operands = ctx.saved
         xp = ctx.xp
         grads = []
         for i, (term, operand) in enumerate(zip(ctx.terms, operands)):

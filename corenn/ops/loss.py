@@ -81,7 +81,7 @@ class CrossEntropy(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        probs, q, log_probs, weight_b = ctx.saved_arrays
+        probs, q, log_probs, weight_b = ctx.saved
         xp = ctx.xp
         scale = _upstream(grad, ctx.reduction, ctx.denominator)
         if ctx.reduction == "none":
@@ -119,7 +119,7 @@ class NllLoss(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        index, per_sample = ctx.saved_arrays
+        index, per_sample = ctx.saved
         scale = -per_sample * _upstream(grad, ctx.reduction, ctx.denominator)
         one_hot = xp.expand_dims(index, 1) == xp.arange(ctx.classes).reshape(_class_shape(index.ndim + 1,
                                                                                           ctx.classes))
@@ -145,7 +145,7 @@ def _regression_kernel(name, grad_fn_name, value, derivative, doc):
 
         @staticmethod
         def backward(ctx, grad):
-            (diff,) = ctx.saved_arrays
+            (diff,) = ctx.saved
             grad_input = (derivative(ctx.xp, diff, ctx.param) * _upstream(grad, ctx.reduction, diff.size)).astype(
                 diff.dtype, copy=False)
             return grad_input, -grad_input
@@ -212,7 +212,7 @@ class BinaryCrossEntropy(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        input, target, weight, log_x, log_1mx = ctx.saved_arrays
+        input, target, weight, log_x, log_1mx = ctx.saved
         scale = _upstream(grad, ctx.reduction, input.size)
         if weight is not None:
             scale = scale * weight
@@ -244,7 +244,7 @@ class BinaryCrossEntropyWithLogits(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        input, target, weight, pos_weight, softplus_neg, unweighted = ctx.saved_arrays
+        input, target, weight, pos_weight, softplus_neg, unweighted = ctx.saved
         scale = xp.broadcast_to(_upstream(grad, ctx.reduction, unweighted.size), unweighted.shape)
         weighted_scale = scale if weight is None else scale * weight
         sigmoid_neg = xp.exp(-softplus_neg - input)  # sigmoid(-x) = e^-x / (1 + e^-x)

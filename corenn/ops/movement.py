@@ -921,7 +921,7 @@ class IndexSelect(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (index,) = ctx.saved_arrays
+        (index,) = ctx.saved
         xp = ctx.xp
         grad_input = xp.zeros(ctx.shape, dtype=grad.dtype)
         xp.add.at(xp.moveaxis(grad_input, ctx.axis, 0), index, xp.moveaxis(grad, ctx.axis, 0))
@@ -952,7 +952,7 @@ class IndexAdd(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (index,) = ctx.saved_arrays
+        (index,) = ctx.saved
         grad_source = ctx.xp.take(grad, index, axis=ctx.axis)
         return grad, None, grad_source * ctx.alpha if ctx.alpha != 1 else grad_source
 

@@ -20,7 +20,7 @@ class Softmax(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return out * (grad - (grad * out).sum(axis=ctx.axis, keepdims=True))
 
 
@@ -37,7 +37,7 @@ class LogSoftmax(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
+        (out,) = ctx.saved
         return grad - ctx.xp.exp(out) * grad.sum(axis=ctx.axis, keepdims=True)
 
 
@@ -85,7 +85,7 @@ class Linear(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight = ctx.saved_arrays
+        x, weight = ctx.saved
         grad_x = grad @ weight
         if x.ndim == 1:
             grad_weight = ctx.xp.outer(grad, x)

@@ -73,7 +73,7 @@ class BatchNorm(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        xhat, invstd, weight = ctx.saved_arrays
+        xhat, invstd, weight = ctx.saved
         grad_xhat, grad_weight, grad_bias = _channel_affine_backward(ctx, grad, xhat, weight)
         grad_x = None
         if ctx.next_edges[0] is not None:
@@ -106,7 +106,7 @@ class LayerNorm(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        xhat, invstd, weight = ctx.saved_arrays
+        xhat, invstd, weight = ctx.saved
         axes = tuple(range(grad.ndim - ctx.n_dims, grad.ndim))
         leading = tuple(range(grad.ndim - ctx.n_dims))
         grad_xhat = grad * weight if weight is not None else grad
@@ -139,7 +139,7 @@ class GroupNorm(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        xhat, invstd, weight = ctx.saved_arrays
+        xhat, invstd, weight = ctx.saved
         grad_xhat, grad_weight, grad_bias = _channel_affine_backward(ctx, grad, xhat, weight)
         grad_x = None
         if ctx.next_edges[0] is not None:

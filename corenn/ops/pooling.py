@@ -91,7 +91,7 @@ class MaxPool(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        (argmax,) = ctx.saved_arrays
+        (argmax,) = ctx.saved
         x_shape, padded_shape, kernel_size, stride, padding, dilation, out_size = ctx.params
         grad_padded = xp.zeros(padded_shape, dtype=grad.dtype)
         for index, offset in enumerate(itertools.product(*(range(k) for k in kernel_size))):
@@ -118,7 +118,7 @@ class MaxPoolWithIndices(MaxPool):
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
         xp = ctx.xp
         out = MaxPool.forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
-        (argmax,) = ctx.saved_arrays
+        (argmax,) = ctx.saved
         out_size = out.shape[2:]
         offsets = xp.unravel_index(argmax, kernel_size)
         flat_index = xp.zeros(argmax.shape, dtype=xp.int64)
@@ -176,7 +176,7 @@ class AvgPool(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        (divisor,) = ctx.saved_arrays
+        (divisor,) = ctx.saved
         x_shape, padded_shape, kernel_size, stride, padding, out_size, divisor_override = ctx.params
         share = grad / (divisor_override if divisor is None else divisor)
         share = share.astype(grad.dtype, copy=False)
@@ -216,7 +216,7 @@ class AdaptiveAvgPool(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        for dim, matrix in enumerate(ctx.saved_arrays):
+        for dim, matrix in enumerate(ctx.saved):
             grad = xp.moveaxis(xp.tensordot(matrix.T, grad, axes=([1], [2 + dim])), 0, 2 + dim)
         return grad
 

@@ -98,7 +98,7 @@ class Prod(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, out = ctx.saved_arrays
+        a, out = ctx.saved
         xp = ctx.xp
         axes = None if ctx.axis is None else (ctx.axis,)
         grad = _expand_reduced(xp, grad, a.shape, axes, ctx.keepdim)
@@ -130,7 +130,7 @@ class Amax(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, out = ctx.saved_arrays
+        a, out = ctx.saved
         xp = ctx.xp
         # Ties share the gradient evenly (PyTorch's amax/amin and full max/min).
         hits = a == _expand_reduced(xp, out, a.shape, ctx.axes, ctx.keepdim)
@@ -161,7 +161,7 @@ class MaxDim(Op):
     @staticmethod
     def backward(ctx, grads):
         grad = grads[0]
-        (indices,) = ctx.saved_arrays
+        (indices,) = ctx.saved
         xp = ctx.xp
         if not ctx.keepdim:
             grad = xp.expand_dims(grad, ctx.axis)
@@ -197,7 +197,7 @@ class Var(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        (centered,) = ctx.saved_arrays
+        (centered,) = ctx.saved
         grad = _expand_reduced(ctx.xp, grad, centered.shape, ctx.axes, ctx.keepdim)
         return grad * (2.0 / ctx.divisor) * centered if ctx.divisor else grad * float("nan")
 
@@ -216,7 +216,7 @@ class Logsumexp(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, out = ctx.saved_arrays
+        a, out = ctx.saved
         xp = ctx.xp
         grad = _expand_reduced(xp, grad, a.shape, ctx.axes, ctx.keepdim)
         return grad * xp.exp(a - out)
@@ -234,7 +234,7 @@ class Norm2(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, out = ctx.saved_arrays
+        a, out = ctx.saved
         xp = ctx.xp
         out = _expand_reduced(xp, out, a.shape, ctx.axes, ctx.keepdim)
         grad = _expand_reduced(xp, grad, a.shape, ctx.axes, ctx.keepdim)
@@ -284,7 +284,7 @@ class Cumprod(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        a, out = ctx.saved_arrays
+        a, out = ctx.saved
         xp = ctx.xp
         axis = ctx.axis
         if bool((a != 0).all()):
