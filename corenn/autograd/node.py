@@ -313,8 +313,11 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
             _heappush(pending, (-fn.sequence_nr, fn))
         _add_to_buffer(buffers, fn, root._output_nr, grad)
 
-    while pending:
-        fn = _heappop(pending)[1]
+    # ``fn`` is the node to run next. When a node hands its gradient to a single new node
+    # and nothing else is pending, that node is complete (every node that could still feed
+    # it would be pending) and runs next without a trip through the heap: chains stay cheap.
+    fn = _heappop(pending)[1] if pending else None
+    while fn is not None:
         grad_outputs = buffers.pop(fn)
         has_hooks = fn.has_hooks
         if has_hooks and fn._tensor_hooks is not None:
@@ -342,23 +345,28 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
         if len(grad_inputs) != len(edges):
             raise RuntimeError(f"function {fn.grad_fn_name} returned an incorrect number of gradients "
                                f"(expected {len(edges)}, got {len(grad_inputs)})")
+        newcomer = None  # the first node this one made pending, held back from the heap
         for edge, grad in zip(edges, grad_inputs):
             if edge is None or grad is None:
                 continue
             target, nr = edge
             if nr < 0:
                 _deliver_to_leaf(target, grad, accumulate, capture_keys, captured)
-            elif nr == 0 and target.num_outputs == 1:
-                existing = buffers.get(target)
-                if existing is None:
-                    buffers[target] = grad
-                    _heappush(pending, (-target.sequence_nr, target))
+                continue
+            if target not in buffers:
+                if newcomer is None:
+                    newcomer = target
                 else:
-                    buffers[target] = existing + grad
-            else:
-                if target not in buffers:
                     _heappush(pending, (-target.sequence_nr, target))
+            if nr == 0 and target.num_outputs == 1:
+                existing = buffers.get(target)
+                buffers[target] = grad if existing is None else existing + grad
+            else:
                 _add_to_buffer(buffers, target, nr, grad)
+        if newcomer is not None and pending:
+            _heappush(pending, (-newcomer.sequence_nr, newcomer))
+            newcomer = None
+        fn = newcomer if newcomer is not None else (_heappop(pending)[1] if pending else None)
 
     if inputs is None:
         return None
