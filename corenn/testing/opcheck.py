@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -154,11 +155,9 @@ def functional(lib):
 # ---------------------------------------------------------------------------------------------------------
 
 def _torch_or_none():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
+    # corenn never imports torch itself: PyTorch is the reference only when the calling program
+    # (a test suite with torch installed) has imported it already.
+    return sys.modules.get("torch")
 
 
 def _outputs(result) -> list:
@@ -215,7 +214,7 @@ def check_op(case: OpCase, device: str = "cpu", *, reference: str = "auto", seed
     """Check ``case`` on ``device``: forward vs a reference per dtype, backward vs float64 finite differences.
 
     ``reference`` is ``"torch"``, ``"numpy"``, ``"cpu"`` (corenn's cpu kernels), ``"none"``
-    or ``"auto"`` (torch if importable and the case has an oracle, else numpy if the case
+    or ``"auto"`` (torch if the caller has imported it and the case has an oracle, else numpy if the case
     has a reference, else cpu when ``device`` is not cpu); a case without the requested
     reference falls back to ``"none"`` (gradients only). Returns the reference used;
     raises :class:`ConformanceError` naming the case, device and what differed.
@@ -230,7 +229,7 @@ def check_op(case: OpCase, device: str = "cpu", *, reference: str = "auto", seed
     import corenn
     torch = _torch_or_none() if reference in ("auto", "torch") else None
     if reference == "torch" and torch is None:
-        raise ConformanceError("reference='torch' but torch is not installed")
+        raise ConformanceError("reference='torch' but torch is not imported (import torch before checking)")
     if reference == "auto":
         if torch is not None and case.torch:
             reference = "torch"
