@@ -5,7 +5,6 @@ import collections
 import gc
 import os
 import random
-import time
 import warnings
 
 import numpy as np
@@ -24,61 +23,7 @@ except ImportError:
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed (oracle test)")
 
 
-# --- leak checks shared by every test in this file -----------------------------------------
-
-def child_pids():
-    """Live (non-zombie-reaped) children of this process, read from /proc."""
-    me, out = os.getpid(), []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me and not _is_mp_helper(d):
-                out.append(int(d))
-    return out
-
-
-def _is_mp_helper(pid):
-    # spawn starts multiprocessing's resource tracker once per interpreter; it is not a worker.
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"resource_tracker" in f.read()
-    except OSError:
-        return False
-
-
-def batch_memfds():
-    """Shared-memory batch files this process still maps or holds open."""
-    n = 0
-    with open("/proc/self/maps") as f:
-        n += sum("memfd:corenn-batch" in line for line in f)
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            n += "memfd:corenn-batch" in os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            pass
-    return n
-
-
-@pytest.fixture(autouse=True)
-def no_leaks():
-    shm_before, kids_before = set(os.listdir("/dev/shm")), set(child_pids())
-    yield
-    gc.collect()
-    deadline = time.monotonic() + 5
-    while set(child_pids()) - kids_before and time.monotonic() < deadline:
-        time.sleep(0.02)
-    leaked = set(child_pids()) - kids_before
-    for pid in leaked:  # clean up even when failing, so later tests start clean
-        os.kill(pid, 9)
-    import multiprocessing
-    multiprocessing.active_children()
-    assert not leaked, f"worker processes left behind: {leaked}"
-    assert set(os.listdir("/dev/shm")) <= shm_before
-    assert batch_memfds() == 0
+from _process_leaks import batch_memfds, child_pids, no_leaks, running  # noqa: F401 (no_leaks: autouse)
 
 
 # --- datasets ---------------------------------------------------------------------------------
