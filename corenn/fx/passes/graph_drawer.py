@@ -30,6 +30,14 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\l") + '"'
 
 
+def _record_field(text: str) -> str:
+    """Escape a field of a record label: backslashes first, then the record syntax characters."""
+    text = text.replace("\\", "\\\\")
+    for special in '{}|<>"':
+        text = text.replace(special, "\\" + special)
+    return text
+
+
 class FxGraphDrawer:
     """Renders a GraphModule's graph: one box per node (name, opcode, target, shape if ShapeProp ran).
 
@@ -61,8 +69,7 @@ class FxGraphDrawer:
         meta = node.meta.get("tensor_meta")
         if meta is not None and hasattr(meta, "shape"):
             lines.append(f"shape={tuple(meta.shape)} dtype={meta.dtype}")
-        return "{" + "|".join(line.replace("{", "\\{").replace("}", "\\}").replace("|", "\\|")
-                              .replace("<", "\\<").replace(">", "\\>") for line in lines) + "}"
+        return "{" + "|".join(_record_field(line) for line in lines) + "}"
 
     def to_dot(self) -> str:
         """The graph as Graphviz DOT source."""
@@ -73,7 +80,8 @@ class FxGraphDrawer:
             if self.ignore_getattr and node.op == "get_attr":
                 continue
             shown.add(node)
-            lines.append(f"    {_quote(node.name)} [label={_quote(self._label(node))}, "
+            # The label is already escaped for a record; only wrap it in quotes.
+            lines.append(f"    {_quote(node.name)} [label=\"{self._label(node)}\", "
                          f"fillcolor={_quote(_COLORS.get(node.op, '#FFFFFF'))}];")
         for node in self.graph.nodes:
             if node not in shown:
