@@ -14,7 +14,8 @@ from hypothesis.extra import numpy as hnp
 import corenn
 from corenn.dispatch import KernelRegistration, kernels
 from corenn.testing import opcheck
-from corenn.testing.opcheck import ConformanceError, Float, OpCase, check_op, opcheck_params, run_conformance
+from corenn.testing.opcheck import (ConformanceError, Float, Index, OpCase, check_op, functional, opcheck_params,
+                                    run_conformance)
 
 
 @pytest.mark.parametrize("case, device", opcheck_params())
@@ -132,3 +133,65 @@ def test_shape_ops_on_drawn_shapes(name, fn, min_side, data):
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=min_side, max_side=3), label="shape")
     case = OpCase(name, fn, [Float(shape, distinct=name == "amax")], rtol=1e-4, atol=1e-5)
     check_op(case, "cpu", seed=data.draw(st.integers(0, 2**16), label="seed"))
+
+
+# Ops whose inputs must agree on some sizes: shapes drawn together, then gradchecked and compared with
+# PyTorch where it is installed, so gathers, scatters, products and pads see more than fixed shapes.
+try:
+    import torch  # noqa: F401 -- imported, it becomes check_op's reference (corenn never imports it)
+except ImportError:
+    pass
+sides = st.integers(1, 3)
+
+
+@settings(max_examples=8)
+@given(data=st.data())
+def test_matmul_on_drawn_broadcast_shapes(data):
+    m, k, n = data.draw(sides), data.draw(sides), data.draw(sides)
+    batch = data.draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=2), label="batch")
+    # a 1 in either operand's batch dims broadcasts against the other
+    other_batch = tuple(1 if data.draw(st.booleans()) else b for b in batch)
+    left = data.draw(st.sampled_from([(k,), batch + (m, k)]), label="left")
+    right = data.draw(st.sampled_from([(k,), other_batch + (k, n)]), label="right")
+    case = OpCase("matmul", lambda lib, a, b: lib.matmul(a, b), [Float(left), Float(right)], rtol=1e-4, atol=1e-5)
+    check_op(case, "cpu", seed=data.draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=8)
+@given(data=st.data())
+def test_gather_scatter_index_select_on_drawn_shapes(data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), label="shape")
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+    axis = dim % len(shape)
+    index_shape = tuple(data.draw(st.integers(1, s)) if d != axis else data.draw(st.integers(1, 5))
+                        for d, s in enumerate(shape))
+    seed = data.draw(st.integers(0, 2**16))
+    gather = OpCase("gather", lambda lib, x, i: lib.gather(x, dim, i),
+                    [Float(shape), Index(index_shape, high=shape[axis])], rtol=1e-5)
+    check_op(gather, "cpu", seed=seed)
+    # scatter_add: repeated indices accumulate into the input's gradient-free positions
+    scatter_add = OpCase("scatter_add", lambda lib, x, i, s: lib.scatter_add(x, dim, i, s),
+                         [Float(shape), Index(index_shape, high=shape[axis]), Float(index_shape)], rtol=1e-5)
+    check_op(scatter_add, "cpu", seed=seed)
+    n = data.draw(st.integers(1, 5))
+    index_select = OpCase("index_select", lambda lib, x, i: lib.index_select(x, dim, i),
+                          [Float(shape), Index((n,), high=shape[axis])], rtol=1e-5)
+    check_op(index_select, "cpu", seed=seed)
+
+
+@settings(max_examples=8)
+@given(data=st.data())
+def test_einsum_and_pad_on_drawn_shapes(data):
+    b, i, j, k = (data.draw(sides) for _ in range(4))
+    seed = data.draw(st.integers(0, 2**16))
+    batched = OpCase("einsum", lambda lib, x, y: lib.einsum("bij,bjk->bik", x, y),
+                     [Float((b, i, j)), Float((b, j, k))], rtol=1e-4, atol=1e-5)
+    check_op(batched, "cpu", seed=seed)
+    reduced = OpCase("einsum", lambda lib, x, y: lib.einsum("ij,j->i", x, y), [Float((i, j)), Float((j,))],
+                     rtol=1e-4, atol=1e-5)
+    check_op(reduced, "cpu", seed=seed)
+    shape = data.draw(hnp.array_shapes(min_dims=3, max_dims=4, min_side=2, max_side=4), label="pad shape")
+    widths = tuple(data.draw(st.integers(0, 1)) for _ in range(4))
+    mode = data.draw(st.sampled_from(["constant", "reflect", "replicate", "circular"]))
+    pad = OpCase("pad", lambda lib, x: functional(lib).pad(x, widths, mode=mode), [Float(shape)], rtol=1e-5)
+    check_op(pad, "cpu", seed=seed)
