@@ -125,3 +125,11 @@ def test_bad_input_loses_nothing():
     with pytest.raises(RuntimeError):
         i.mul_(1.5)
     assert i.tolist() == [1, 2] and i.dtype is corenn.int64
+
+
+@pytest.mark.parametrize("call, name", [(lambda: corenn.exp(2.0), "exp"), (lambda: corenn.relu(3), "relu"),
+                                        (lambda: corenn.sum([1, 2]), "sum"),
+                                        (lambda: corenn.tanh(None), "tanh")])
+def test_a_non_tensor_input_is_a_type_error_naming_the_op(call, name):
+    with pytest.raises(TypeError, match=rf"{name}\(\): argument 'input' must be Tensor, not"):
+        call()

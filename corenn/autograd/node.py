@@ -145,6 +145,10 @@ class Op(Node):
         raise NotImplementedError
 
 
+def _not_a_tensor(op_name, value):
+    return TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(value).__name__}")
+
+
 def _device_mismatch(op_name, first, other):
     return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                         f"{first} and {other}! (when calling {op_name})")
@@ -176,6 +180,8 @@ def run(op_name: str, *inputs, **params):
         else:
             arrays.append(x)
             edges.append(None)
+    if device is None:
+        raise _not_a_tensor(op_name, inputs[0] if inputs else None)
     try:
         kernel = _tables[device.type][op_name]
     except KeyError:
@@ -207,6 +213,91 @@ def run(op_name: str, *inputs, **params):
     t._output_nr = 0
     if records:
         ctx.next_edges = tuple(edges)
+        ctx.sequence_nr = _next_sequence_nr()
+        t._grad_fn = ctx
+        t._requires_grad = True
+    else:
+        t._grad_fn = None
+        t._requires_grad = False
+    return t
+
+
+# ``run`` unrolled for the two commonest shapes of call, a tensor with an optional second
+# operand (a tensor or a Python scalar). Elementwise chains are dominated by Python
+# bookkeeping, and skipping the generic loop and its lists saves ~0.35 us of ~1.4 us per op.
+# Anything unusual (observers, several outputs) goes through ``run``.
+
+def run1(op_name: str, a, **params):
+    """``run(op_name, a, **params)`` for one tensor input."""
+    try:
+        device = a._device
+    except AttributeError:
+        raise _not_a_tensor(op_name, a) from None
+    try:
+        kernel = _tables[device.type][op_name]
+    except KeyError:
+        kernel = _dispatch.kernels.lookup(op_name, device.type)
+    if _observers or kernel.num_outputs != 1:
+        return run(op_name, a, **params)
+    ctx = kernel()
+    ctx.xp = device._xp
+    out = kernel.forward(ctx, a._data, **params)
+    if out.__class__ in _SCALAR_TYPES:
+        out = _asarray(out)
+    t = _new_tensor(_Tensor)
+    t._data = out
+    t._device = device
+    t._output_nr = 0
+    if a._requires_grad and GRAD_ENABLED and kernel.differentiable:
+        fn = a._grad_fn
+        ctx.next_edges = ((a, -1) if fn is None else (fn, a._output_nr),)
+        ctx.sequence_nr = _next_sequence_nr()
+        t._grad_fn = ctx
+        t._requires_grad = True
+    else:
+        t._grad_fn = None
+        t._requires_grad = False
+    return t
+
+
+def run2(op_name: str, a, b, **params):
+    """``run(op_name, a, b, **params)`` for a tensor ``a`` and a tensor or plain value ``b``."""
+    try:
+        device = a._device
+    except AttributeError:
+        raise _not_a_tensor(op_name, a) from None
+    b_is_tensor = isinstance(b, _Tensor)
+    if b_is_tensor and b._device is not device:
+        raise _device_mismatch(op_name, device, b._device)
+    try:
+        kernel = _tables[device.type][op_name]
+    except KeyError:
+        kernel = _dispatch.kernels.lookup(op_name, device.type)
+    if _observers or kernel.num_outputs != 1:
+        return run(op_name, a, b, **params)
+    ctx = kernel()
+    ctx.xp = device._xp
+    try:
+        out = kernel.forward(ctx, a._data, b._data if b_is_tensor else b, **params)
+    except ValueError:
+        _raise_shape_error(op_name, (a, b))
+        raise
+    if out.__class__ in _SCALAR_TYPES:
+        out = _asarray(out)
+    t = _new_tensor(_Tensor)
+    t._data = out
+    t._device = device
+    t._output_nr = 0
+    b_grad = b_is_tensor and b._requires_grad
+    if (a._requires_grad or b_grad) and GRAD_ENABLED and kernel.differentiable:
+        edge_a = edge_b = None
+        if a._requires_grad:
+            fn = a._grad_fn
+            edge_a = (a, -1) if fn is None else (fn, a._output_nr)
+        if b_grad:
+            fn = b._grad_fn
+            edge_b = (b, -1) if fn is None else (fn, b._output_nr)
+        ctx.next_edges = (edge_a, edge_b)
         ctx.sequence_nr = _next_sequence_nr()
         t._grad_fn = ctx
         t._requires_grad = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numbers
 
 from corenn import _dtype
-from corenn.autograd.node import Op, run  # noqa: F401 - re-exported for the op files
+from corenn.autograd.node import Op, run, run1, run2  # noqa: F401 - re-exported for the op files
 from corenn.tensor.tensor import Tensor, as_tensor
 
 #: every core kernel, registered for device type "*" through the core's ``corenn_register_kernels``

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from corenn import _dtype
-from corenn.ops._kernel import Op, broadcast_shapes, kernel, promote_pair, run, sum_to_shape, to_floating
+from corenn.ops._kernel import (Op, broadcast_shapes, kernel, promote_pair, run, run1, run2, sum_to_shape,
+                                to_floating)
 from corenn.tensor.tensor import Tensor
 
 
@@ -216,14 +217,14 @@ def add(input, other, *, alpha=1, out=None):
         input, other = promote_pair(input, other)
     if out is not None:
         return _maybe_out(run("add", input, other, alpha=alpha), out)
-    return run("add", input, other, alpha=alpha) if alpha != 1 else run("add", input, other)
+    return run2("add", input, other, alpha=alpha) if alpha != 1 else run2("add", input, other)
 
 
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other`` with broadcasting (``torch.sub``)."""
     _check_bool_subtraction(input, other)
     input, other = promote_pair(input, other)
-    return _maybe_out(run("sub", input, other, alpha=alpha), out)
+    return _maybe_out(run2("sub", input, other, alpha=alpha), out)
 
 
 def _check_bool_subtraction(input, other):
@@ -253,8 +254,8 @@ def mul(input, other, *, out=None):
     if other.__class__ is not Tensor or input._data.dtype is not other._data.dtype:
         input, other = promote_pair(input, other)
     if out is not None:
-        return _maybe_out(run("mul", input, other), out)
-    return run("mul", input, other)
+        return _maybe_out(run2("mul", input, other), out)
+    return run2("mul", input, other)
 
 
 multiply = mul
@@ -264,11 +265,11 @@ def div(input, other, *, rounding_mode=None, out=None):
     """True division; ``rounding_mode='trunc'`` or ``'floor'`` for integer-style division (``torch.div``)."""
     input, other = promote_pair(input, other) if rounding_mode is not None else _promote_float(input, other)
     if rounding_mode is None:
-        return _maybe_out(run("div", input, other), out)
+        return _maybe_out(run2("div", input, other), out)
     if rounding_mode == "floor":
-        return run("floor_divide", input, other)
+        return run2("floor_divide", input, other)
     if rounding_mode == "trunc":
-        return run("trunc_divide", input, other)
+        return run2("trunc_divide", input, other)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
 
 
@@ -292,19 +293,19 @@ def _promote_float(input, other):
 
 def floor_divide(input, other):
     input, other = promote_pair(input, other)
-    return run("floor_divide", input, other)
+    return run2("floor_divide", input, other)
 
 
 def remainder(input, other):
     """Python-style modulus (sign of the divisor), ``torch.remainder``."""
     input, other = promote_pair(input, other)
-    return run("remainder", input, other)
+    return run2("remainder", input, other)
 
 
 def fmod(input, other):
     """C-style modulus (sign of the dividend), ``torch.fmod``."""
     input, other = promote_pair(input, other)
-    return run("fmod", input, other)
+    return run2("fmod", input, other)
 
 
 def pow(input, exponent):
@@ -317,7 +318,7 @@ def pow(input, exponent):
     if input.dtype is _dtype.bool_ and isinstance(exponent, Tensor):
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     try:
-        return run("pow", input, exponent)
+        return run2("pow", input, exponent)
     except ValueError as error:  # numpy's "Integers to negative integer powers are not allowed."
         if "negative integer powers" not in str(error):
             raise
@@ -330,12 +331,12 @@ def float_power(input, exponent):
 
 def maximum(input, other):
     input, other = promote_pair(input, other)
-    return run("maximum", input, other)
+    return run2("maximum", input, other)
 
 
 def minimum(input, other):
     input, other = promote_pair(input, other)
-    return run("minimum", input, other)
+    return run2("minimum", input, other)
 
 
 def _maybe_out(result, out):
@@ -368,7 +369,7 @@ def _comparison(name, numpy_name):
         if other is None:
             return False if name == "eq" else True  # ``t == None`` as Python objects compare
         input, other = promote_pair(input, other)
-        return run(name, input, other)
+        return run2(name, input, other)
 
     compare.__name__ = name
     compare.__doc__ = f"Elementwise ``{numpy_name}`` with broadcasting; returns a bool tensor (``torch.{name}``)."
@@ -401,7 +402,7 @@ def _bitwise(name, numpy_name):
         if input.dtype.is_floating_point:
             raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}': bitwise operators "
                                "need integer or bool tensors")
-        return run(name, input, other)
+        return run2(name, input, other)
 
     bitwise.__name__ = name
     return bitwise
@@ -437,14 +438,14 @@ class BitwiseNot(Op):
 
 
 def logical_not(input):
-    return run("logical_not", input)
+    return run1("logical_not", input)
 
 
 def bitwise_not(input):
     """``~x``: logical not for bool tensors, bitwise not for integers."""
     if input.dtype.is_floating_point:
         raise TypeError(f"~ (bitwise_not) is only supported for integer and bool tensors, got {input.dtype}")
-    return run("bitwise_not", input)
+    return run1("bitwise_not", input)
 
 
 def _predicate(name, numpy_name):
@@ -457,7 +458,7 @@ def _predicate(name, numpy_name):
             return getattr(ctx.xp, numpy_name)(a)
 
     def predicate(input):
-        return run(name, input)
+        return run1(name, input)
 
     predicate.__name__ = name
     return predicate
@@ -905,7 +906,7 @@ def _rounding(name):
     def rounding(input, *, decimals=0):
         if not input.dtype.is_floating_point:
             return input.clone()
-        return run(name, input, decimals=decimals) if name == "round" else run(name, input)
+        return run(name, input, decimals=decimals) if name == "round" else run1(name, input)
 
     rounding.__name__ = name
     return rounding
@@ -920,9 +921,11 @@ fix = trunc
 
 def _floating_unary(name):
     def unary(input):
-        if input._data.dtype.kind != "f":
-            input = to_floating(input)
-        return run(name, input)
+        try:
+            floating = input._data.dtype.kind == "f"
+        except AttributeError:
+            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}") from None
+        return run1(name, input if floating else to_floating(input))
     unary.__name__ = name
     unary.__doc__ = f"Elementwise {name}; integer inputs compute in the default float dtype (``torch.{name}``)."
     return unary
@@ -951,30 +954,30 @@ def neg(input):
     if input.dtype is _dtype.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
-    return run("neg", input)
+    return run1("neg", input)
 
 
 negative = neg
 
 
 def abs(input):  # noqa: A001
-    return run("abs", input)
+    return run1("abs", input)
 
 
 absolute = abs
 
 
 def sign(input):
-    return run("sign", input)
+    return run1("sign", input)
 
 
 def square(input):
-    return run("square", input)
+    return run1("square", input)
 
 
 def relu(input):
     """``max(input, 0)`` (``torch.relu``)."""
-    return run("relu", input)
+    return run1("relu", input)
 
 
 def gelu(input, approximate: str = "none"):

@@ -307,6 +307,8 @@ class Cumprod(Op):
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over ``dim`` (all dims if None); integer and bool inputs sum to int64 (``torch.sum``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sum(): argument 'input' must be Tensor, not {type(input).__name__}")
     axes = _axes(dim, input.ndim)
     if dtype is None and not input.dtype.is_floating_point:
         dtype = _dtype.int64
