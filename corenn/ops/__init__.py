@@ -64,6 +64,10 @@ def _bind_methods(tensor_cls):
         setattr(tensor_cls, name, namespace[name])
     tensor_cls.__add__ = tensor_cls.__radd__ = namespace["add"]
     tensor_cls.__mul__ = tensor_cls.__rmul__ = namespace["mul"]
+    tensor_cls.__sub__ = namespace["sub"]
+    tensor_cls.__truediv__ = namespace["div"]
+    tensor_cls.__pow__ = namespace["pow"]
+    tensor_cls.__neg__ = namespace["neg"]
     tensor_cls.T = property(movement._T)
     tensor_cls.mT = property(movement._mT)
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",

@@ -555,17 +555,11 @@ class Tensor:
         setitem(self, index, value)
 
     # -- Python operators (each a corenn op) ---------------------------------------------------------
-    # ``+``, ``*`` and ``-`` are the ops themselves (bound by ``corenn.ops._bind_methods``): one call
-    # less on the hottest path. Addition and multiplication commute, dtype promotion included.
-
-    def __sub__(self, other):
-        return _ops.sub(self, other)
+    # ``+ - * / **`` and unary ``-`` are the ops themselves (bound by ``corenn.ops._bind_methods``): one
+    # call less on the hottest path. Addition and multiplication commute, dtype promotion included.
 
     def __rsub__(self, other):
         return _ops.rsub(self, other)
-
-    def __truediv__(self, other):
-        return _ops.div(self, other)
 
     def __rtruediv__(self, other):
         return _ops.div(other, self)  # div picks the float dtype before the scalar is converted
@@ -582,9 +576,6 @@ class Tensor:
     def __rmod__(self, other):
         return _ops.remainder(_scalar_like(other, self), self)
 
-    def __pow__(self, other):
-        return _ops.pow(self, other)
-
     def __rpow__(self, other):
         return _ops.pow(_scalar_like(other, self), self)
 
@@ -593,9 +584,6 @@ class Tensor:
 
     def __rmatmul__(self, other):
         return _ops.matmul(_as_tensor_for(other, self), self)
-
-    def __neg__(self):
-        return _ops.neg(self)
 
     def __pos__(self):
         return self
