@@ -20,7 +20,8 @@ from corenn.dispatch import device
 from corenn.hookspecs import hookimpl
 import importlib as _importlib
 
-_tensor_module = _importlib.import_module("corenn.tensor.tensor")  # the module; corenn.tensor.tensor is the function
+# The module itself: the attribute ``corenn.tensor.tensor`` is the factory function.
+_tensor_module = _importlib.import_module("corenn.tensor.tensor")
 from corenn.tensor.tensor import Size, Tensor, as_tensor, from_numpy, is_tensor, numel, tensor
 from corenn.autograd import node as _node
 
@@ -53,11 +54,9 @@ _random.default_generator = _random._default_for(device("cpu"))
 default_generator = _random.default_generator
 
 
-def is_floating_point(input: Tensor) -> builtins_bool:
+def is_floating_point(input: Tensor) -> bool:  # (annotations are not evaluated: ``bool`` is the builtin here)
+    """Whether ``input`` has a floating dtype (``torch.is_floating_point``)."""
     return input.dtype.is_floating_point
-
-
-builtins_bool = type(True)
 
 
 def __getattr__(name):

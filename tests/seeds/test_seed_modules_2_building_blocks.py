@@ -61,14 +61,6 @@ class DynamicNet(nn.Module):
         return x
 
 
-def cuda_available():
-    try:
-        torch.zeros(1, device="cuda")
-        return True
-    except RuntimeError:
-        return False
-
-
 def test_sequential_chains_modules():
     net = nn.Sequential(
         MyLinear(4, 3),
@@ -137,7 +129,7 @@ def test_to_changes_precision_of_all_parameters():
     assert re.fullmatch(r"tensor\(\[-?\d+\.\d{4}\], dtype=corenn.float64, grad_fn=<AddBackward0>\)", repr(out))
 
 
-@pytest.mark.skipif(not cuda_available(), reason="needs the corenn-cuda plugin and a GPU")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs the corenn-cuda plugin and a GPU")
 def test_to_cuda_as_in_the_note():
     dynamic_net = DynamicNet(3)
     dynamic_net.to(device='cuda')

@@ -6,15 +6,7 @@ import corenn as torch
 from corenn import nn
 
 
-def cuda_available():
-    try:
-        torch.zeros(1, device="cuda")
-        return True
-    except RuntimeError:
-        return False
-
-
-@pytest.mark.skipif(not cuda_available(), reason="needs the corenn-cuda plugin and a GPU")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs the corenn-cuda plugin and a GPU")
 def test_initialize_module_directly_onto_gpu():
     m = nn.Linear(5, 3, device='cuda')
     assert m.weight.device.type == 'cuda' and m.bias.device.type == 'cuda'
