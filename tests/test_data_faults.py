@@ -195,5 +195,5 @@ def test_killed_main_process_leaves_no_workers():
         time.sleep(30)
     """, kill_after_pids=True)
     assert len(pids) == 2, pids
-    left = wait_gone(pids)
+    left = wait_gone(pids, seconds=15)  # prompt when idle; a loaded 2-core machine can take seconds to schedule exits
     assert left == [], [open(f"/proc/{p}/status").read()[:300] for p in left]
