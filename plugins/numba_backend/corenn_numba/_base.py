@@ -32,3 +32,24 @@ def handles(*arrays, dtypes=FLOATS) -> bool:
     if not isinstance(first, np.ndarray) or first.dtype not in dtypes:
         return False
     return all(isinstance(a, np.ndarray) and a.dtype == first.dtype for a in arrays[1:] if a is not None)
+
+
+class LazyModule:
+    """A module imported on first attribute access.
+
+    The compiled functions of a kernel family live in a ``_<family>_jit.py`` module that
+    imports numba; kernel classes reach them through ``jit = LazyModule(...)``, so that
+    ``import corenn`` (which loads this plugin) never imports numba: that happens when
+    an overridden op first runs.
+    """
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attribute):
+        module = self._module
+        if module is None:
+            import importlib
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attribute)
