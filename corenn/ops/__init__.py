@@ -10,6 +10,7 @@ from corenn.dispatch import KernelRegistration
 from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
 from corenn.ops import activation, conv, dropout, embedding, loss, normalization, pooling  # layer kernels
+from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, looked up by corenn.optim
 from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403

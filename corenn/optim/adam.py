@@ -1,11 +1,10 @@
 """Adam and AdamW (decoupled weight decay), with AMSGrad."""
 from __future__ import annotations
 
-import math
-
 from corenn import _dtype
-from corenn.optim.optimizer import Optimizer, _effective_grad, _ScratchArrays
-from corenn.optim.sgd import _reject_differentiable
+from corenn.dispatch import kernels
+from corenn.optim.optimizer import Optimizer, _ScratchArrays
+from corenn.optim.sgd import _by_device, _reject_differentiable
 from corenn.tensor.tensor import Tensor
 
 __all__ = ["Adam", "AdamW", "adam"]
@@ -130,48 +129,18 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
     """
     lr, beta1, beta2, weight_decay, eps = float(lr), float(beta1), float(beta2), float(weight_decay), float(eps)
     scratch = scratch if scratch is not None else _ScratchArrays()
-    for i, param in enumerate(params):
-        xp = param._device._xp
-        p = param._data
-        step_array = state_steps[i]._data
-        step_array += 1
-        step = float(step_array)
-        if weight_decay != 0 and decoupled_weight_decay:
-            p *= 1 - lr * weight_decay
-            g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, 0.0)
-        else:
-            g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, weight_decay)
-        exp_avg = exp_avgs[i]._data
-        exp_avg_sq = exp_avg_sqs[i]._data
-        tmp = scratch.get(xp, p, 0)
-        denom = scratch.get(xp, p, 1)
-
-        # exp_avg.lerp_(g, 1 - beta1), in PyTorch's form for weights below 0.5: m + w * (g - m)
-        xp.subtract(g, exp_avg, out=tmp)
-        tmp *= 1 - beta1
-        exp_avg += tmp
-        # exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        exp_avg_sq *= beta2
-        xp.multiply(g, 1 - beta2, out=tmp)
-        tmp *= g
-        exp_avg_sq += tmp
-
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2 = 1 - beta2 ** step
-        step_size = lr / bias_correction1
-        bias_correction2_sqrt = math.sqrt(bias_correction2)
-        if amsgrad:
-            max_sq = max_exp_avg_sqs[i]._data
-            xp.maximum(max_sq, exp_avg_sq, out=max_sq)
-            xp.sqrt(max_sq, out=denom)
-        else:
-            xp.sqrt(exp_avg_sq, out=denom)
-        denom /= bias_correction2_sqrt
-        denom += eps
-        # p.addcdiv_(exp_avg, denom, value=-step_size)
-        xp.multiply(exp_avg, -step_size, out=tmp)
-        tmp /= denom
-        p += tmp
+    for device, indices in _by_device(params):
+        # The update itself is the kernel registered as "adam_update" (corenn/ops/optim_update.py): one lookup
+        # per step, so that a plugin (corenn-numba) can replace the whole loop over parameters.
+        update = kernels.lookup("adam_update", device.type)
+        ctx = update()
+        ctx.xp = device._xp
+        update.forward(ctx, [params[i]._data for i in indices], [grads[i]._data for i in indices],
+                       [exp_avgs[i]._data for i in indices], [exp_avg_sqs[i]._data for i in indices],
+                       [max_exp_avg_sqs[i]._data for i in indices] if amsgrad else None,
+                       [state_steps[i]._data for i in indices], amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=lr,
+                       weight_decay=weight_decay, eps=eps, maximize=maximize,
+                       decoupled_weight_decay=decoupled_weight_decay, scratch=scratch)
 
 
 def _zero_step() -> Tensor:

@@ -23,6 +23,8 @@ from typing import Any, Callable, NamedTuple
 from corenn.autograd import grad_mode
 from corenn.tensor.tensor import Tensor
 from corenn.utils.hooks import RemovableHandle
+# The update scratch arrays and effective gradient live with the update kernels; RMSprop/Adagrad use them too.
+from corenn.ops.optim_update import ScratchArrays as _ScratchArrays, effective_grad as _effective_grad  # noqa: F401
 
 __all__ = ["Optimizer", "OptimizerLoadResult", "required"]
 
@@ -59,47 +61,6 @@ class OptimizerLoadResult(NamedTuple):
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
         return f"OptimizerLoadResult(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
-
-
-class _ScratchArrays:
-    """Temporaries that the update functions reuse from step to step, per (slot, dtype, array type, device).
-
-    A fresh multi-megabyte numpy temporary is usually fresh memory from the OS, and touching
-    it costs page faults: allocating Adam's five temporaries per parameter every step made
-    its update four times slower than the arithmetic. Views of one flat array per slot
-    serve every parameter shape, so the extra memory is a few times the largest parameter.
-    """
-
-    __slots__ = ("_arrays",)
-
-    def __init__(self):
-        self._arrays = {}
-
-    def get(self, xp, like, slot: int):
-        """An uninitialised array shaped and typed like ``like`` (valid until the next ``get`` of ``slot``)."""
-        key = (slot, like.dtype, type(like), getattr(like, "device", None))
-        flat = self._arrays.get(key)
-        if flat is None or flat.size < like.size:
-            flat = self._arrays[key] = xp.empty(like.size, dtype=like.dtype)
-        return flat[:like.size].reshape(like.shape)
-
-
-def _effective_grad(xp, scratch: _ScratchArrays, grad, param, maximize: bool, weight_decay: float):
-    """The gradient an update uses: negated for ``maximize``, plus ``weight_decay * param`` (L2), as PyTorch orders it.
-
-    Returns ``grad`` itself when neither applies; otherwise scratch slot 2 (slot 0 is used on the way).
-    """
-    if not maximize and weight_decay == 0:
-        return grad
-    out = scratch.get(xp, grad, 2)
-    if maximize:
-        xp.negative(grad, out=out)
-    else:
-        xp.copyto(out, grad)
-    if weight_decay != 0:
-        decay = xp.multiply(param, weight_decay, out=scratch.get(xp, grad, 0))
-        out += decay
-    return out
 
 
 def _type_name(obj) -> str:

@@ -1,7 +1,8 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
 from __future__ import annotations
 
-from corenn.optim.optimizer import Optimizer, _effective_grad, _ScratchArrays
+from corenn.dispatch import kernels
+from corenn.optim.optimizer import Optimizer, _ScratchArrays
 from corenn.tensor.tensor import Tensor
 
 __all__ = ["SGD", "sgd"]
@@ -79,32 +80,33 @@ def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list, *
     """
     lr, momentum, dampening, weight_decay = float(lr), float(momentum), float(dampening), float(weight_decay)
     scratch = scratch if scratch is not None else _ScratchArrays()
-    for i, param in enumerate(params):
-        xp = param._device._xp
-        p = param._data
-        g = _effective_grad(xp, scratch, grads[i]._data, p, maximize, weight_decay)
+    for device, indices in _by_device(params):
+        # The update itself is the kernel registered as "sgd_update" (corenn/ops/optim_update.py): one lookup
+        # per step, so that a plugin (corenn-numba) can replace the whole loop over parameters.
+        update = kernels.lookup("sgd_update", device.type)
+        ctx = update()
+        ctx.xp = device._xp
+        buffers = None
         if momentum != 0:
-            buf = momentum_buffer_list[i]
-            if buf is None:
-                # the first step starts the buffer at the gradient itself (no dampening), as PyTorch does
-                buf = Tensor._wrap(g.copy(), param._device)
-                momentum_buffer_list[i] = buf
-            else:
-                b = buf._data
-                b *= momentum
-                if dampening != 0:
-                    b += xp.multiply(g, 1 - dampening, out=scratch.get(xp, p, 0))
-                else:
-                    b += g
-            if nesterov:
-                # g + momentum * buf
-                step = xp.multiply(buf._data, momentum, out=scratch.get(xp, p, 1))
-                step += g
-                g = step
-            else:
-                g = buf._data
-        # p.add_(g, alpha=-lr)
-        p -= xp.multiply(g, lr, out=scratch.get(xp, p, 0))
+            buffers = [None if momentum_buffer_list[i] is None else momentum_buffer_list[i]._data for i in indices]
+        update.forward(ctx, [params[i]._data for i in indices], [grads[i]._data for i in indices], buffers, lr=lr,
+                       momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
+                       maximize=maximize, scratch=scratch)
+        if momentum != 0:
+            for i, buf in zip(indices, buffers):
+                if momentum_buffer_list[i] is None:  # the kernel started this buffer
+                    momentum_buffer_list[i] = Tensor._wrap(buf, device)
+
+
+def _by_device(params: list[Tensor]):
+    """``[(device, [indices of params on it]), ...]``: update kernels are looked up per device type."""
+    first = params[0]._device if params else None
+    if all(p._device is first for p in params):
+        return [(first, range(len(params)))] if params else []
+    groups: dict = {}
+    for i, p in enumerate(params):
+        groups.setdefault(p._device, []).append(i)
+    return list(groups.items())
 
 
 def _reject_differentiable(differentiable: bool) -> None:
