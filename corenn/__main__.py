@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import sys
+import textwrap
 
 __all__ = ["main"]
 
@@ -45,8 +46,13 @@ def _kernel_lines(kernels: list[dict]) -> list[str]:
         devices = sorted({k["device_type"] for k in kernels})
         priorities = sorted({k["priority"] for k in kernels})
         overriding = sum(1 for k in kernels if k["overrides"])
-        return [f"  kernels: {len(kernels)} (devices {', '.join(devices)}; priority "
-                f"{', '.join(map(str, priorities))}; {overriding} override other plugins)"]
+        lines = [f"  kernels: {len(kernels)} (devices {', '.join(devices)}; priority "
+                 f"{', '.join(map(str, priorities))}; {overriding} override other plugins)"]
+        if overriding:  # which ops a plugin replaces is what its users ask first: name them even here
+            names = sorted({k["op"] for k in kernels if k["overrides"]})
+            lines.extend(textwrap.wrap("overriding: " + ", ".join(names), width=100, initial_indent="    ",
+                                       subsequent_indent="      "))
+        return lines
     lines = ["  kernels:"]
     for k in kernels:
         over = f", overrides {', '.join(k['overrides'])}" if k["overrides"] else ""
