@@ -3,9 +3,9 @@
 The core's updates (corenn/ops/optim_update.py) are four to twelve whole-array numpy
 operations per parameter, each streaming the parameter-sized arrays through memory
 again. Here each parameter is updated by one compiled loop that reads the parameter,
-its gradient and its state once and writes them once; large parameters are split
-over threads (``prange``), small ones run serially because waking the thread pool
-costs more than their update. Results are the core's bit for bit (same order of
+its gradient and its state once and writes them once, vectorised; a parallel
+(``prange``) version exists but is off by default (see ``PARALLEL_MIN_ELEMENTS``:
+on a machine with few cores it loses to the thread pools of BLAS). Results are the core's bit for bit (same order of
 operations, scalars in the arrays' dtype, no fastmath).
 
 Handled per parameter: numpy float32/float64 arrays, C-contiguous, with gradient and
@@ -21,16 +21,21 @@ Example (nothing changes for the user; ``opt.step()`` finds these kernels by nam
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from corenn.ops import optim_update as core
 
 from corenn_numba._base import LazyModule, handles
 
-#: Parameters with at least this many elements are updated by all threads. Measured on the 2-core
-#: development machine: Adam 15 -> 10 us at 64k elements, 93 -> 51 us at 400k; below 64k no gain, and on a
-#: loaded machine a fork/join can stall for milliseconds, so only clearly large parameters go parallel.
-PARALLEL_MIN_ELEMENTS = 1 << 17
+#: Parameters with at least this many elements are updated by all of numba's threads. Off by default:
+#: alone, the parallel loop halves Adam's update of a 400k-element parameter on the 2-core development
+#: machine (93 -> 51 us), but in a training step it runs right after BLAS and PyTorch-style thread pools
+#: whose threads are still spinning, and the MLP step went from 3.1 ms to 8-16 ms (numba's omp layer) --
+#: the serial loop already streams memory 3-5x faster than numpy's passes. Set it (e.g. ``1 << 17``) on a
+#: machine with idle cores to try the parallel loops; tests run both.
+PARALLEL_MIN_ELEMENTS = sys.maxsize
 
 jit = LazyModule("corenn_numba._optim_jit")  # the compiled loops; imports numba on the first step
 

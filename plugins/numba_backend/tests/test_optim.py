@@ -53,7 +53,7 @@ def _adam_state(params):
 
 @pytest.fixture(params=["serial", "parallel"])
 def loop_kind(request, monkeypatch):
-    """Run each test once with the serial loops and once with every parameter on the parallel loops."""
+    """Run each test once with the serial loops (the default) and once with every parameter on the parallel ones."""
     if request.param == "parallel":
         monkeypatch.setattr(fused, "PARALLEL_MIN_ELEMENTS", 0)
     return request.param
@@ -182,7 +182,7 @@ def _train(optimizer_factory, steps=4, seed=0):
     round differently in float32, and Adam would amplify that; this isolates the update.
     """
     rng = np.random.default_rng(seed)
-    shapes = [(400, 400), (400,), (3, 400), (3,)]  # 400 x 400 takes the parallel loop, the rest the serial one
+    shapes = [(400, 400), (400,), (3, 400), (3,)]
     params = [corenn.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in shapes]
     opt = optimizer_factory(params)
     for _ in range(steps):
@@ -205,7 +205,7 @@ OPTIMIZERS = {
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_training_gives_the_same_parameters_with_the_plugin_disabled(name):
+def test_training_gives_the_same_parameters_with_the_plugin_disabled(name, loop_kind):
     with_plugin = _train(OPTIMIZERS[name])
     try:
         corenn_numba.disable()
@@ -220,7 +220,7 @@ def test_training_gives_the_same_parameters_with_the_plugin_disabled(name):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("name", ["SGD momentum nesterov wd", "Adam amsgrad L2", "AdamW"])
-def test_optimizer_trajectories_match_pytorch_with_the_plugin(name):
+def test_optimizer_trajectories_match_pytorch_with_the_plugin(name, loop_kind):
     torch = pytest.importorskip("torch")
     torch_optimizers = {
         "SGD momentum nesterov wd": lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True,
@@ -229,7 +229,7 @@ def test_optimizer_trajectories_match_pytorch_with_the_plugin(name):
         "AdamW": lambda params: torch.optim.AdamW(params, lr=1e-3, weight_decay=1e-2),
     }
     rng = np.random.default_rng(1)
-    shapes = [(400, 400), (400,), (7, 3)]  # the first one takes the parallel loop
+    shapes = [(400, 400), (400,), (7, 3)]
     start = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(5)]
 
