@@ -25,18 +25,13 @@ Example (nothing changes for the user; the dispatcher picks these kernels)::
 """
 from __future__ import annotations
 
-import math
-
-import numba
 import numpy as np
 
 from corenn.ops import normalization as core_norm
 
-from corenn_numba._base import handles
+from corenn_numba._base import LazyModule, handles
 
-# Serial like the rest of this plugin's memory-bound loops (see corenn_numba.nn); ``reassoc`` lets
-# LLVM vectorise the float64 sums.
-_jit = numba.njit(cache=True, fastmath={"reassoc", "contract"})
+jit = LazyModule("corenn_numba._norms_jit")  # the compiled loops; numba is imported when one first runs
 
 
 def _ok(x, weight, bias):
@@ -54,77 +49,6 @@ def _or_zeros(array, size, dtype):
 # ---------------------------------------------------------------------------------------------------------
 # batch_norm: statistics per channel over (N, spatial); x viewed as (N, C, S)
 # ---------------------------------------------------------------------------------------------------------
-
-@_jit
-def _channel_stats(x, mean, var):
-    n, channels, spatial = x.shape
-    count = n * spatial
-    totals = np.zeros(channels)
-    for i in range(n):
-        for c in range(channels):
-            t = 0.0
-            for s in range(spatial):
-                t += x[i, c, s]
-            totals[c] += t
-    for c in range(channels):
-        mean[c] = totals[c] / count
-        totals[c] = 0.0
-    for i in range(n):
-        for c in range(channels):
-            m = mean[c]
-            t = 0.0
-            for s in range(spatial):
-                d = x[i, c, s] - m
-                t += d * d
-            totals[c] += t
-    for c in range(channels):
-        var[c] = totals[c] / count
-
-
-@_jit
-def _channel_affine(x, mean, invstd, weight, bias, out):
-    n, channels, spatial = x.shape
-    for i in range(n):
-        for c in range(channels):
-            scale = invstd[c] * weight[c]
-            shift = bias[c] - mean[c] * scale
-            for s in range(spatial):
-                out[i, c, s] = x[i, c, s] * scale + shift
-
-
-@_jit
-def _batch_norm_backward(x, mean, invstd, weight, grad, batch_stats, grad_x, grad_weight, grad_bias):
-    n, channels, spatial = x.shape
-    count = n * spatial
-    sum_g = np.zeros(channels)
-    sum_gx = np.zeros(channels)
-    for i in range(n):
-        for c in range(channels):
-            m = mean[c]
-            s_g = 0.0
-            s_gx = 0.0
-            for s in range(spatial):
-                g = grad[i, c, s]
-                s_g += g
-                s_gx += g * (x[i, c, s] - m)
-            sum_g[c] += s_g
-            sum_gx[c] += s_gx
-    for c in range(channels):
-        sum_gx[c] *= invstd[c]  # sum(g * xhat)
-        grad_weight[c] = sum_gx[c]
-        grad_bias[c] = sum_g[c]
-    for i in range(n):
-        for c in range(channels):
-            m = mean[c]
-            k = invstd[c] * weight[c]
-            if batch_stats:
-                mean_g = sum_g[c] / count
-                mean_gx = sum_gx[c] * invstd[c] / count  # the xhat factor folded in
-                for s in range(spatial):
-                    grad_x[i, c, s] = k * (grad[i, c, s] - mean_g - (x[i, c, s] - m) * mean_gx)
-            else:
-                for s in range(spatial):
-                    grad_x[i, c, s] = k * grad[i, c, s]
 
 
 def _as_ncs(x):
@@ -149,7 +73,7 @@ class BatchNorm(core_norm.BatchNorm):
         x3 = _as_ncs(x)
         if use_batch_stats:
             mean64, var64 = np.empty(channels), np.empty(channels)
-            _channel_stats(x3, mean64, var64)
+            jit.channel_stats(x3, mean64, var64)
             mean, var = mean64.astype(x.dtype), var64.astype(x.dtype)
             if running_mean is not None:  # the core's update, verbatim
                 count = x.size // x.shape[1]
@@ -161,7 +85,7 @@ class BatchNorm(core_norm.BatchNorm):
             mean, var = running_mean.astype(x.dtype, copy=False), running_var
         invstd = (1.0 / np.sqrt(var + eps)).astype(x.dtype, copy=False)
         out = np.empty_like(x)
-        _channel_affine(x3, mean, invstd, _or_ones(weight, channels, x.dtype), _or_zeros(bias, channels, x.dtype),
+        jit.channel_affine(x3, mean, invstd, _or_ones(weight, channels, x.dtype), _or_zeros(bias, channels, x.dtype),
                         _as_ncs(out))
         ctx.save_for_backward(x, mean, invstd, weight)
         ctx.batch_stats, ctx.has_bias = use_batch_stats, bias is not None
@@ -177,7 +101,7 @@ class BatchNorm(core_norm.BatchNorm):
         grad_x = np.empty_like(x)
         grad_weight = np.empty(channels, dtype=x.dtype)
         grad_bias = np.empty(channels, dtype=x.dtype)
-        _batch_norm_backward(_as_ncs(x), mean, invstd, _or_ones(weight, channels, x.dtype), _as_ncs(grad),
+        jit.batch_norm_backward(_as_ncs(x), mean, invstd, _or_ones(weight, channels, x.dtype), _as_ncs(grad),
                              ctx.batch_stats, _as_ncs(grad_x), grad_weight, grad_bias)
         return _affine_grads(ctx, grad_x, grad_weight, grad_bias, weight is not None)
 
@@ -192,53 +116,6 @@ def _affine_grads(ctx, grad_x, grad_weight, grad_bias, has_weight):
 # ---------------------------------------------------------------------------------------------------------
 # layer_norm: statistics per row over the last n_dims axes; x viewed as (M, K)
 # ---------------------------------------------------------------------------------------------------------
-
-@_jit
-def _row_norm(x, weight, bias, eps, out, mean, invstd):
-    rows, cols = x.shape
-    for i in range(rows):
-        t = 0.0
-        for k in range(cols):
-            t += x[i, k]
-        m = t / cols
-        t = 0.0
-        for k in range(cols):
-            d = x[i, k] - m
-            t += d * d
-        mean[i] = m
-        invstd[i] = 1.0 / math.sqrt(t / cols + eps)
-        inv = invstd[i]  # rounded to x's dtype, as the core keeps it
-        m_x = mean[i]
-        for k in range(cols):
-            out[i, k] = (x[i, k] - m_x) * inv * weight[k] + bias[k]
-
-
-@_jit
-def _row_norm_backward(x, weight, grad, mean, invstd, grad_x, grad_weight, grad_bias):
-    rows, cols = x.shape
-    acc_w = np.zeros(cols)
-    acc_b = np.zeros(cols)
-    for i in range(rows):
-        m = mean[i]
-        inv = invstd[i]
-        s_g = 0.0
-        s_gx = 0.0
-        for k in range(cols):
-            g = grad[i, k]
-            xhat = (x[i, k] - m) * inv
-            gw = g * weight[k]
-            s_g += gw
-            s_gx += gw * xhat
-            acc_w[k] += g * xhat
-            acc_b[k] += g
-        mean_g = s_g / cols
-        mean_gx = s_gx / cols
-        for k in range(cols):
-            xhat = (x[i, k] - m) * inv
-            grad_x[i, k] = inv * (grad[i, k] * weight[k] - mean_g - xhat * mean_gx)
-    for k in range(cols):
-        grad_weight[k] = acc_w[k]
-        grad_bias[k] = acc_b[k]
 
 
 class LayerNorm(core_norm.LayerNorm):
@@ -257,7 +134,7 @@ class LayerNorm(core_norm.LayerNorm):
         mean = np.empty(rows, dtype=x.dtype)
         invstd = np.empty(rows, dtype=x.dtype)
         weight_flat = _or_ones(weight, cols, x.dtype).reshape(-1)
-        _row_norm(x2, weight_flat, _or_zeros(bias, cols, x.dtype).reshape(-1), eps, out.reshape(rows, cols), mean,
+        jit.row_norm(x2, weight_flat, _or_zeros(bias, cols, x.dtype).reshape(-1), eps, out.reshape(rows, cols), mean,
                   invstd)
         ctx.save_for_backward(x, mean, invstd, weight)
         ctx.n_dims, ctx.has_bias = n_dims, bias is not None
@@ -274,7 +151,7 @@ class LayerNorm(core_norm.LayerNorm):
         grad_x = np.empty_like(x)
         grad_weight = np.empty(cols, dtype=x.dtype)
         grad_bias = np.empty(cols, dtype=x.dtype)
-        _row_norm_backward(x.reshape(rows, cols), _or_ones(weight, cols, x.dtype).reshape(-1),
+        jit.row_norm_backward(x.reshape(rows, cols), _or_ones(weight, cols, x.dtype).reshape(-1),
                            grad.reshape(rows, cols), mean, invstd, grad_x.reshape(rows, cols), grad_weight, grad_bias)
         affine_shape = x.shape[x.ndim - ctx.n_dims:]
         return _affine_grads(ctx, grad_x, grad_weight.reshape(affine_shape), grad_bias.reshape(affine_shape),
@@ -284,72 +161,6 @@ class LayerNorm(core_norm.LayerNorm):
 # ---------------------------------------------------------------------------------------------------------
 # group_norm: statistics per (sample, group of channels); per-channel affine; x viewed as (N, C, S)
 # ---------------------------------------------------------------------------------------------------------
-
-@_jit
-def _group_norm(x, groups, weight, bias, eps, out, mean, invstd):
-    n, channels, spatial = x.shape
-    per_group = channels // groups
-    count = per_group * spatial
-    for i in range(n):
-        for g in range(groups):
-            c0 = g * per_group
-            t = 0.0
-            for c in range(c0, c0 + per_group):
-                for s in range(spatial):
-                    t += x[i, c, s]
-            m = t / count
-            t = 0.0
-            for c in range(c0, c0 + per_group):
-                for s in range(spatial):
-                    d = x[i, c, s] - m
-                    t += d * d
-            mean[i, g] = m
-            invstd[i, g] = 1.0 / math.sqrt(t / count + eps)
-            inv = invstd[i, g]  # rounded to x's dtype, as the core keeps it
-            m_x = mean[i, g]
-            for c in range(c0, c0 + per_group):
-                scale = inv * weight[c]
-                shift = bias[c] - m_x * scale
-                for s in range(spatial):
-                    out[i, c, s] = x[i, c, s] * scale + shift
-
-
-@_jit
-def _group_norm_backward(x, groups, weight, grad, mean, invstd, grad_x, grad_weight, grad_bias):
-    n, channels, spatial = x.shape
-    per_group = channels // groups
-    count = per_group * spatial
-    acc_w = np.zeros(channels)
-    acc_b = np.zeros(channels)
-    for i in range(n):
-        for g in range(groups):
-            c0 = g * per_group
-            m = mean[i, g]
-            inv = invstd[i, g]
-            s_g = 0.0
-            s_gx = 0.0
-            for c in range(c0, c0 + per_group):
-                c_g = 0.0
-                c_gx = 0.0
-                for s in range(spatial):
-                    gr = grad[i, c, s]
-                    c_g += gr
-                    c_gx += gr * (x[i, c, s] - m)
-                c_gx *= inv  # sum over this channel of g * xhat
-                acc_w[c] += c_gx
-                acc_b[c] += c_g
-                s_g += c_g * weight[c]
-                s_gx += c_gx * weight[c]
-            mean_g = s_g / count
-            mean_gx = s_gx / count
-            for c in range(c0, c0 + per_group):
-                w = weight[c]
-                for s in range(spatial):
-                    xhat = (x[i, c, s] - m) * inv
-                    grad_x[i, c, s] = inv * (grad[i, c, s] * w - mean_g - xhat * mean_gx)
-    for c in range(channels):
-        grad_weight[c] = acc_w[c]
-        grad_bias[c] = acc_b[c]
 
 
 class GroupNorm(core_norm.GroupNorm):
@@ -365,7 +176,7 @@ class GroupNorm(core_norm.GroupNorm):
         out = np.empty_like(x)
         mean = np.empty((x.shape[0], num_groups), dtype=x.dtype)
         invstd = np.empty((x.shape[0], num_groups), dtype=x.dtype)
-        _group_norm(_as_ncs(x), num_groups, _or_ones(weight, channels, x.dtype), _or_zeros(bias, channels, x.dtype),
+        jit.group_norm(_as_ncs(x), num_groups, _or_ones(weight, channels, x.dtype), _or_zeros(bias, channels, x.dtype),
                     eps, _as_ncs(out), mean, invstd)
         ctx.save_for_backward(x, mean, invstd, weight)
         ctx.num_groups, ctx.has_bias = num_groups, bias is not None
@@ -381,7 +192,7 @@ class GroupNorm(core_norm.GroupNorm):
         grad_x = np.empty_like(x)
         grad_weight = np.empty(channels, dtype=x.dtype)
         grad_bias = np.empty(channels, dtype=x.dtype)
-        _group_norm_backward(_as_ncs(x), ctx.num_groups, _or_ones(weight, channels, x.dtype), _as_ncs(grad), mean,
+        jit.group_norm_backward(_as_ncs(x), ctx.num_groups, _or_ones(weight, channels, x.dtype), _as_ncs(grad), mean,
                              invstd, _as_ncs(grad_x), grad_weight, grad_bias)
         return _affine_grads(ctx, grad_x, grad_weight, grad_bias, weight is not None)
 

@@ -26,45 +26,19 @@ from __future__ import annotations
 
 import numbers
 
-import numba
 import numpy as np
 
 from corenn.ops import embedding as core_embedding
 from corenn.ops import movement as core_movement
 
-from corenn_numba._base import handles
+from corenn_numba._base import LazyModule, handles
 
-_jit = numba.njit(cache=True)
-
-
-@_jit
-def _add_rows(out, index, src):
-    """``out[p, index[i], q] += src[p, i, q]``; returns the position of an out-of-range index, or -1."""
-    planes, rows, cols = out.shape
-    count = index.shape[0]
-    for i in range(count):  # check first, so a bad index leaves ``out`` untouched
-        if index[i] < -rows or index[i] >= rows:
-            return i
-    for p in range(planes):
-        for i in range(count):
-            r = index[i]
-            if r < 0:
-                r += rows
-            for q in range(cols):
-                out[p, r, q] += src[p, i, q]
-    return -1
-
-
-@_jit
-def _add_flat(out, positions, values):
-    """``out[positions[i]] += values[i]`` (positions already in range)."""
-    for i in range(positions.shape[0]):
-        out[positions[i]] += values[i]
+jit = LazyModule("corenn_numba._scatter_jit")  # the compiled loops; numba is imported when one first runs
 
 
 def _scatter_rows(out3, index, src3, axis_size, axis):
     """Run ``_add_rows``; an out-of-range index raises numpy's IndexError (what ``add.at`` raises)."""
-    bad = _add_rows(out3, index, src3)
+    bad = jit.add_rows(out3, index, src3)
     if bad >= 0:
         raise IndexError(f"index {int(index[bad])} is out of bounds for axis {axis} with size {axis_size}")
 
@@ -82,29 +56,6 @@ def _is_int_item(item):
     if isinstance(item, np.ndarray):
         return item.dtype.kind in "iu"
     return isinstance(item, numbers.Integral) and not isinstance(item, (bool, np.bool_))
-
-
-@_jit
-def _add_rows_at(out, coords, dims, src):
-    """``out[ravel(coords[:, i]), q] += src[i, q]`` with coordinates per leading axis (negative ones wrap).
-
-    Returns ``i * k + axis`` for the first out-of-range coordinate, or -1 (``out`` is scratch then).
-    """
-    k, count = coords.shape
-    cols = src.shape[1]
-    for i in range(count):
-        r = 0
-        for axis in range(k):
-            c = coords[axis, i]
-            size = dims[axis]
-            if c < -size or c >= size:
-                return i * k + axis
-            if c < 0:
-                c += size
-            r = r * size + c
-        for q in range(cols):
-            out[r, q] += src[i, q]
-    return -1
 
 
 def _leading_index(index, shape):
@@ -134,7 +85,7 @@ def _index_add_into(out, index, value):
         k = coords.shape[0]
         cols = int(np.prod(out.shape[k:], dtype=np.int64))
         values = np.ascontiguousarray(np.broadcast_to(value, result_shape), dtype=out.dtype)
-        bad = _add_rows_at(out.reshape(-1, cols), coords, np.array(out.shape[:k], dtype=np.int64),
+        bad = jit.add_rows_at(out.reshape(-1, cols), coords, np.array(out.shape[:k], dtype=np.int64),
                            values.reshape(-1, cols))
         if bad >= 0:
             i, axis = divmod(bad, k)
@@ -145,7 +96,7 @@ def _index_add_into(out, index, value):
     # what the same index picks out of an arange -- numpy does the index arithmetic and bounds checks.
     positions = np.arange(out.size, dtype=np.int64).reshape(out.shape)[index]
     values = np.ascontiguousarray(np.broadcast_to(value, positions.shape), dtype=out.dtype)
-    _add_flat(out.reshape(-1), _int64(positions), values.reshape(-1))
+    jit.add_flat(out.reshape(-1), _int64(positions), values.reshape(-1))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,7 +183,7 @@ class Gather(core_movement.Gather):
             return core_movement.Gather.backward(ctx, grad)
         grad_input = np.zeros(ctx.shape, dtype=grad.dtype)
         index = ctx.coords[ctx.axis]
-        _add_flat(grad_input.reshape(-1), _gather_positions(index, ctx.axis, ctx.shape),
+        jit.add_flat(grad_input.reshape(-1), _gather_positions(index, ctx.axis, ctx.shape),
                   np.ascontiguousarray(grad).reshape(-1))
         return grad_input, None
 
@@ -248,7 +199,7 @@ class Scatter(core_movement.Scatter):
             return core_movement.Scatter.forward(ctx, a, index, src, axis, reduce)
         values = src[tuple(slice(0, s) for s in index.shape)] if isinstance(src, np.ndarray) and src.ndim else src
         out = a.copy()
-        _add_flat(out.reshape(-1), _gather_positions(index, axis, a.shape),
+        jit.add_flat(out.reshape(-1), _gather_positions(index, axis, a.shape),
                   np.ascontiguousarray(np.broadcast_to(values, index.shape), dtype=a.dtype).reshape(-1))
         ctx.coords, ctx.reduce, ctx.index_shape = core_movement._full_index(np, index, axis), reduce, index.shape
         ctx.src_shape = getattr(src, "shape", None)
