@@ -1,0 +1,190 @@
+"""Compiled loops behind corenn_numba.conv: im2col and col2im over a chunk of images.
+
+Imported on first use (through ``LazyModule``), so ``import corenn`` does not import numba.
+
+Both work on 2-d planes (1-d convolutions arrive with a height of 1) and take the
+padding as the offset of the first window, so no padded copy of the input is made:
+window positions outside the input read as zero (im2col) or are dropped (col2im).
+Columns hold the images of a chunk side by side: ``cols[(c, i, j), b * L + y * out_w + x]``
+with ``L = out_h * out_w``, which is what one BLAS matmul per group wants.
+
+They are serial loops: the matmul between them is what uses both cores (OpenBLAS
+threads), and a numba parallel region next to BLAS calls measured up to 5x slower on
+the shared 2-core machines (the idle team's threads spin while BLAS needs the cores).
+"""
+from __future__ import annotations
+
+import numba
+
+_jit = numba.njit(cache=True)
+
+
+@_jit
+def _inside(offset, stride, size, count):
+    """Output positions ``[lo, hi)`` whose input index ``q * stride + offset`` lies in ``[0, size)``."""
+    lo = 0
+    if offset < 0:
+        lo = (-offset + stride - 1) // stride
+    last = size - 1 - offset
+    hi = 0 if last < 0 else min(count, last // stride + 1)
+    if lo > count:
+        lo = count
+    if hi < lo:
+        hi = lo
+    return lo, hi
+
+
+# Inner loops run over zero-based views (``_copy(dst[a:b], src[c:d])``): indexing with a runtime
+# offset (``dst[t] = src[t + shift]``) makes numba check every index for negative wraparound, which
+# stops LLVM from vectorising -- measured 17x slower on 1024-element rows.
+
+@_jit
+def _copy(dst, src):
+    for k in range(dst.shape[0]):
+        dst[k] = src[k]
+
+
+@_jit
+def _copy_strided(dst, src, stride):
+    for k in range(dst.shape[0]):
+        dst[k] = src[k * stride]
+
+
+@_jit
+def _add(dst, src):
+    for k in range(src.shape[0]):
+        dst[k] += src[k]
+
+
+@_jit
+def _add_strided(dst, src, stride):
+    for k in range(src.shape[0]):
+        dst[k * stride] += src[k]
+
+
+@_jit
+def _zero(dst):
+    for k in range(dst.shape[0]):
+        dst[k] = 0
+
+
+@_jit
+def _valid_rows(off_h, height, out_h):
+    """Output rows ``[y_lo, y_hi)`` whose input row ``y + off_h`` lies in ``[0, height)``."""
+    y_lo = min(max(0, -off_h), out_h)
+    y_hi = max(min(out_h, height - off_h), y_lo)
+    return y_lo, y_hi
+
+
+# Stride 1 with the output as wide as the input (every 'same' convolution): a kernel offset's
+# columns are the input plane shifted by one flat offset, so the copy is one long contiguous loop
+# instead of out_h short ones; the few elements that wrapped around a row edge are fixed up after.
+
+@_jit
+def _shifted_copy(src, dst, off_h, off_w, height, width, out_h, lo, hi):
+    """``dst[y*width + q] = src[(y + off_h)*width + q + off_w]``, zero where that leaves the plane."""
+    y_lo, y_hi = _valid_rows(off_h, height, out_h)
+    shift = off_h * width + off_w
+    start = max(y_lo * width, -shift)
+    stop = max(min(y_hi * width, height * width - shift), start)
+    _zero(dst[:start])
+    _copy(dst[start:stop], src[start + shift:stop + shift])
+    _zero(dst[stop:])
+    for y in range(y_lo, y_hi):
+        _zero(dst[y * width:y * width + lo])
+        _zero(dst[y * width + hi:(y + 1) * width])
+
+
+@_jit
+def _shifted_add(src, dst, off_h, off_w, height, width, out_h, lo, hi):
+    """Adjoint of ``_shifted_copy``: ``dst[(y + off_h)*width + q + off_w] += src[y*width + q]`` inside the plane.
+
+    ``src`` is a scratch column row: its wrapped-around elements are zeroed first so that one
+    contiguous add can run over the whole range.
+    """
+    y_lo, y_hi = _valid_rows(off_h, height, out_h)
+    for y in range(y_lo, y_hi):
+        _zero(src[y * width:y * width + lo])
+        _zero(src[y * width + hi:(y + 1) * width])
+    shift = off_h * width + off_w
+    start = max(y_lo * width, -shift)
+    stop = max(min(y_hi * width, height * width - shift), start)
+    _add(dst[start + shift:stop + shift], src[start:stop])
+
+
+@_jit
+def im2col(x, n0, n1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """Images ``x[n0:n1]`` (N, C, H, W) -> ``cols`` (C*kh*kw, (n1-n0)*out_h*out_w), zeros outside x."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    plane = out_h * out_w
+    shifted = sh == 1 and sw == 1 and out_w == width
+    for c in range(channels):
+        for i in range(kh):
+            for j in range(kw):
+                row = cols[(c * kh + i) * kw + j]
+                off_w = j * dw - pw
+                lo, hi = _inside(off_w, sw, width, out_w)
+                for b in range(n1 - n0):
+                    image = x[n0 + b, c]
+                    block = row[b * plane:(b + 1) * plane]
+                    if shifted:
+                        _shifted_copy(image.reshape(-1), block, i * dh - ph, off_w, height, width, out_h, lo, hi)
+                        continue
+                    for y in range(out_h):
+                        dst = block[y * out_w:(y + 1) * out_w]
+                        ih = y * sh - ph + i * dh
+                        if ih < 0 or ih >= height:
+                            _zero(dst)
+                            continue
+                        _zero(dst[:lo])
+                        _zero(dst[hi:])
+                        _copy_strided(dst[lo:hi], image[ih, lo * sw + off_w:], sw)
+
+
+@_jit
+def col2im(cols, n0, n1, out, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """Adjoint of ``im2col``: add ``cols`` back into ``out[n0:n1]`` (N, C, H, W); ``out`` is not zeroed here.
+
+    ``cols`` is scratch: the stride-1 path zeroes its wrapped-around elements.
+    """
+    channels, height, width = out.shape[1], out.shape[2], out.shape[3]
+    plane = out_h * out_w
+    shifted = sh == 1 and sw == 1 and out_w == width
+    for b in range(n1 - n0):
+        for c in range(channels):
+            image = out[n0 + b, c]
+            for i in range(kh):
+                for j in range(kw):
+                    block = cols[(c * kh + i) * kw + j, b * plane:(b + 1) * plane]
+                    off_w = j * dw - pw
+                    lo, hi = _inside(off_w, sw, width, out_w)
+                    if shifted:
+                        _shifted_add(block, image.reshape(-1), i * dh - ph, off_w, height, width, out_h, lo, hi)
+                        continue
+                    for y in range(out_h):
+                        ih = y * sh - ph + i * dh
+                        if ih < 0 or ih >= height:
+                            continue
+                        _add_strided(image[ih, lo * sw + off_w:], block[y * out_w + lo:y * out_w + hi], sw)
+
+
+@_jit
+def to_chunk(src, n0, n1, dst):
+    """(N, O, L) images ``src[n0:n1]`` -> ``dst`` (O, (n1-n0)*L): the layout BLAS gives and takes."""
+    channels, plane = src.shape[1], src.shape[2]
+    for b in range(n1 - n0):
+        for o in range(channels):
+            _copy(dst[o, b * plane:(b + 1) * plane], src[n0 + b, o])
+
+
+@_jit
+def from_chunk(src, n0, n1, dst, bias, has_bias):
+    """(O, (n1-n0)*L) ``src`` -> ``dst[n0:n1]`` (N, O, L), adding ``bias`` (O,) on the way when ``has_bias``."""
+    channels, plane = dst.shape[1], dst.shape[2]
+    for b in range(n1 - n0):
+        for o in range(channels):
+            target = dst[n0 + b, o]
+            source = src[o, b * plane:(b + 1) * plane]
+            shift = bias[o] if has_bias else 0
+            for q in range(plane):
+                target[q] = source[q] + shift

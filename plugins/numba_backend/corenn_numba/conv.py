@@ -1,0 +1,290 @@
+"""conv (1-d and 2-d) and conv_transpose (1-d and 2-d): im2col/col2im compiled with numba, chunked.
+
+The core builds one im2col buffer for the whole batch (C*k*N*L elements: 75 MB for a
+64->64 3x3 conv on 32x64x32x32) and keeps it for backward. Here a compiled im2col
+fills the columns of a few images at a time -- a chunk of about ``CHUNK_BYTES``
+that stays in cache -- and one BLAS matmul per group consumes it while it is still
+there. Padding is folded into im2col (windows read zeros outside the input), so no
+padded copy is made either. Backward recomputes each chunk's columns from the saved
+input instead of keeping them (a cache-resident rewrite costs less than re-reading a
+75 MB buffer from memory), and col2im adds the column gradients back image by image.
+
+``conv_transpose`` is the same pair run the other way: its forward is conv's
+input-gradient (matmul, then col2im), its backward is conv's forward (im2col, then
+matmul).
+
+Handled: float32/float64 inputs with 1 or 2 spatial dims, any stride, padding
+(asymmetric 'same' included), dilation, groups and output_padding. 3-d
+convolutions, other dtypes and empty tensors run the core kernel.
+
+Example (nothing changes for the user; the dispatcher picks these kernels)::
+
+    >>> import corenn
+    >>> conv = corenn.nn.Conv2d(3, 8, 3, padding=1)
+    >>> conv(corenn.randn(2, 3, 16, 16)).shape
+    corenn.Size([2, 8, 16, 16])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from corenn.ops import conv as core_conv
+
+from corenn_numba._base import LazyModule, handles
+
+jit = LazyModule("corenn_numba._conv_jit")
+
+#: Bytes of im2col columns per chunk: a few images' worth that stay in the 1 MB L2 / shared L3 while
+#: the matmul reads them. Measured on the 64->64 3x3 conv (2.4 MB of columns per image): 1 image per
+#: chunk was fastest; the demo CNN's second conv (113 KB per image) takes ~35 images per chunk.
+CHUNK_BYTES = 4 << 20
+
+
+def _chunk(n, bytes_per_image):
+    return max(1, min(n, CHUNK_BYTES // max(bytes_per_image, 1)))
+
+
+def _handled(x, weight, bias):
+    return (x.ndim in (3, 4) and handles(x, weight, bias)
+            and x.size > 0 and weight.size > 0)
+
+
+def _lift(x, weight, stride, dilation):
+    """1-d arrays and parameters seen as 2-d with a height of 1 (one set of compiled loops serves both)."""
+    if x.ndim == 4:
+        return x, weight, tuple(stride), tuple(dilation)
+    return x[:, :, None, :], weight[:, :, None, :], (1,) + tuple(stride), (1,) + tuple(dilation)
+
+
+class Conv(core_conv.Conv):
+    """``conv`` for 1-d and 2-d float32/float64 inputs: chunked im2col + BLAS, col2im in backward."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups):
+        if not _handled(x, weight, bias):
+            ctx.fallback = True
+            return core_conv.Conv.forward(ctx, x, weight, bias, stride=stride, padding=padding,
+                                          dilation=dilation, groups=groups)
+        one_d = x.ndim == 3
+        pairs = (((0, 0),) if one_d else ()) + tuple(padding)
+        x4, w4, stride, dilation = _lift(x, weight, stride, dilation)
+        x4 = np.ascontiguousarray(x4)
+        n, channels, height, width = x4.shape
+        out_channels, kh, kw = w4.shape[0], w4.shape[2], w4.shape[3]
+        out_h = (height + pairs[0][0] + pairs[0][1] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        out_w = (width + pairs[1][0] + pairs[1][1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        geometry = (kh, kw, stride[0], stride[1], pairs[0][0], pairs[1][0], dilation[0], dilation[1], out_h, out_w)
+        weight_g = np.ascontiguousarray(w4).reshape(groups, out_channels // groups, -1)
+        out = np.empty((n, out_channels, out_h * out_w), dtype=x4.dtype)
+        _conv_forward(x4, weight_g, bias, out, geometry)
+        ctx.save_for_backward(x4, weight_g)
+        ctx.params = (weight.shape, geometry, bias is not None)
+        return out.reshape((n, out_channels, out_w) if one_d else (n, out_channels, out_h, out_w))
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_conv.Conv.backward(ctx, grad)
+        x4, weight_g = ctx.saved
+        weight_shape, geometry, has_bias = ctx.params
+        n = x4.shape[0]
+        grad3 = np.ascontiguousarray(grad).reshape(n, weight_shape[0], -1)
+        need_x = ctx.next_edges[0] is not None
+        need_w = ctx.next_edges[1] is not None
+        grad_x4, grad_w = _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w)
+        grad_x = grad_x4
+        if grad_x4 is not None and len(weight_shape) == 3:
+            grad_x = grad_x4[:, :, 0, :]
+        grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
+        grad_bias = None
+        if has_bias and ctx.next_edges[2] is not None:
+            grad_bias = grad3.sum(axis=(0, 2))
+        return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
+
+
+def _conv_forward(x4, weight_g, bias, out, geometry):
+    """``out`` (N, O, L) = conv of ``x4`` (N, C, H, W) with ``weight_g`` (g, O/g, C/g*kh*kw), plus bias."""
+    n, channels = x4.shape[:2]
+    groups, out_per_group, rows_per_group = weight_g.shape
+    plane = out.shape[2]
+    rows = channels * geometry[0] * geometry[1]
+    per_image = rows * plane * x4.itemsize
+    step = _chunk(n, per_image)
+    cols_buffer = np.empty(rows * step * plane, dtype=x4.dtype)
+    result_buffer = np.empty(groups * out_per_group * step * plane, dtype=x4.dtype) if step > 1 else None
+    bias_column = None if bias is None else bias.reshape(-1, 1)
+    no_bias = np.zeros(1, dtype=x4.dtype)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        width = (n1 - n0) * plane
+        cols = cols_buffer[:rows * width].reshape(rows, width)
+        jit.im2col(x4, n0, n1, cols, *geometry)
+        # One image: BLAS writes straight into the output (already N, O, L); several: into a
+        # (O, B*L) block that from_chunk scatters to the images, adding the bias on the way.
+        target = out[n0] if step == 1 else result_buffer[:out.shape[1] * width].reshape(out.shape[1], width)
+        for g in range(groups):
+            np.matmul(weight_g[g], cols[g * rows_per_group:(g + 1) * rows_per_group],
+                      out=target[g * out_per_group:(g + 1) * out_per_group])
+        if step == 1:
+            if bias_column is not None:
+                target += bias_column
+        else:
+            jit.from_chunk(target, n0, n1, out, no_bias if bias is None else bias, bias is not None)
+
+
+def _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w):
+    """Gradients of ``_conv_forward`` for input and weight: (N, C, H, W) and (g, O/g, C/g*k), or None."""
+    n, channels = x4.shape[:2]
+    groups, out_per_group, rows_per_group = weight_g.shape
+    out_channels = groups * out_per_group
+    plane = grad3.shape[2]
+    rows = channels * geometry[0] * geometry[1]
+    step = _chunk(n, rows * plane * x4.itemsize)
+    cols_buffer = np.empty(rows * step * plane, dtype=x4.dtype)
+    grad_buffer = np.empty(out_channels * step * plane, dtype=x4.dtype) if step > 1 else None
+    grad_x = np.zeros(x4.shape, dtype=x4.dtype) if need_x else None
+    grad_w = np.zeros(weight_g.shape, dtype=x4.dtype) if need_w else None
+    product = np.empty(weight_g.shape[1:], dtype=x4.dtype) if need_w else None
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        width = (n1 - n0) * plane
+        if step == 1:
+            grad_chunk = grad3[n0]
+        else:
+            grad_chunk = grad_buffer[:out_channels * width].reshape(out_channels, width)
+            jit.to_chunk(grad3, n0, n1, grad_chunk)
+        cols = cols_buffer[:rows * width].reshape(rows, width)
+        if need_w:
+            # Recomputing the chunk's columns is cheaper than keeping all of them from forward.
+            jit.im2col(x4, n0, n1, cols, *geometry)
+            for g in range(groups):
+                np.matmul(grad_chunk[g * out_per_group:(g + 1) * out_per_group],
+                          cols[g * rows_per_group:(g + 1) * rows_per_group].T, out=product)
+                grad_w[g] += product
+        if need_x:
+            for g in range(groups):
+                np.matmul(weight_g[g].T, grad_chunk[g * out_per_group:(g + 1) * out_per_group],
+                          out=cols[g * rows_per_group:(g + 1) * rows_per_group])
+            jit.col2im(cols, n0, n1, grad_x, *geometry)
+    return grad_x, grad_w
+
+
+class ConvTranspose(core_conv.ConvTranspose):
+    """``conv_transpose`` for 1-d and 2-d float32/float64 inputs: matmul + col2im forward, im2col backward."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
+        if not _handled(x, weight, bias):
+            ctx.fallback = True
+            return core_conv.ConvTranspose.forward(ctx, x, weight, bias, stride=stride, padding=padding,
+                                                   output_padding=output_padding, dilation=dilation,
+                                                   groups=groups)
+        one_d = x.ndim == 3
+        padding = ((0,) if one_d else ()) + tuple(padding)
+        output_padding = ((0,) if one_d else ()) + tuple(output_padding)
+        x4, w4, stride, dilation = _lift(x, weight, stride, dilation)
+        x4 = np.ascontiguousarray(x4)
+        n, in_channels, in_h, in_w = x4.shape
+        out_per_group, kh, kw = w4.shape[1], w4.shape[2], w4.shape[3]
+        out_channels = out_per_group * groups
+        full = [(s - 1) * st - 2 * p + d * (k - 1) + op + 1
+                for s, st, p, d, k, op in zip((in_h, in_w), stride, padding, dilation, (kh, kw), output_padding)]
+        # The conv whose input gradient this is: its input is our output, its output our input.
+        geometry = (kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], in_h, in_w)
+        weight_g = np.ascontiguousarray(w4).reshape(groups, in_channels // groups, -1)
+        out = np.zeros((n, out_channels, full[0], full[1]), dtype=x4.dtype)
+        _transpose_forward(x4.reshape(n, in_channels, -1), weight_g, out, geometry)
+        if bias is not None:
+            out += bias.reshape(-1, 1, 1)
+        ctx.save_for_backward(x4, weight_g)
+        ctx.params = (weight.shape, geometry, bias is not None)
+        return out[:, :, 0, :] if one_d else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_conv.ConvTranspose.backward(ctx, grad)
+        x4, weight_g = ctx.saved
+        weight_shape, geometry, has_bias = ctx.params
+        one_d = len(weight_shape) == 3
+        grad4 = np.ascontiguousarray(grad[:, :, None, :] if one_d else grad)
+        need_x = ctx.next_edges[0] is not None
+        need_w = ctx.next_edges[1] is not None
+        grad_x, grad_w = _transpose_backward(x4, weight_g, grad4, geometry, need_x, need_w)
+        if grad_x is not None:
+            grad_x = grad_x.reshape(x4.shape[:2] + ((x4.shape[3],) if one_d else x4.shape[2:]))
+        grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
+        grad_bias = None
+        if has_bias and ctx.next_edges[2] is not None:
+            grad_bias = grad4.sum(axis=(0, 2, 3))
+        return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
+
+
+def _transpose_forward(x3, weight_g, out, geometry):
+    """``out`` (N, C_out, H, W) += conv_transpose of ``x3`` (N, C_in, L) with ``weight_g`` (g, C_in/g, C_out/g*k)."""
+    n, in_channels, plane = x3.shape
+    groups, in_per_group, rows_per_group = weight_g.shape
+    rows = groups * rows_per_group
+    step = _chunk(n, rows * plane * x3.itemsize)
+    cols_buffer = np.empty(rows * step * plane, dtype=x3.dtype)
+    x_buffer = np.empty(in_channels * step * plane, dtype=x3.dtype) if step > 1 else None
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        width = (n1 - n0) * plane
+        if step == 1:
+            x_chunk = x3[n0]
+        else:
+            x_chunk = x_buffer[:in_channels * width].reshape(in_channels, width)
+            jit.to_chunk(x3, n0, n1, x_chunk)
+        cols = cols_buffer[:rows * width].reshape(rows, width)
+        for g in range(groups):
+            np.matmul(weight_g[g].T, x_chunk[g * in_per_group:(g + 1) * in_per_group],
+                      out=cols[g * rows_per_group:(g + 1) * rows_per_group])
+        jit.col2im(cols, n0, n1, out, *geometry)
+
+
+def _transpose_backward(x4, weight_g, grad4, geometry, need_x, need_w):
+    """Gradients of ``_transpose_forward``: input (N, C_in, L) and weight (g, C_in/g, C_out/g*k), or None."""
+    n, in_channels = x4.shape[:2]
+    groups, in_per_group, rows_per_group = weight_g.shape
+    plane = x4.shape[2] * x4.shape[3]
+    x3 = x4.reshape(n, in_channels, plane)
+    rows = groups * rows_per_group
+    step = _chunk(n, rows * plane * x4.itemsize)
+    cols_buffer = np.empty(rows * step * plane, dtype=x4.dtype)
+    chunk_buffer = np.empty(in_channels * step * plane, dtype=x4.dtype) if step > 1 else None
+    result_buffer = np.empty(in_channels * step * plane, dtype=x4.dtype) if step > 1 and need_x else None
+    grad_x = np.empty((n, in_channels, plane), dtype=x4.dtype) if need_x else None
+    grad_w = np.zeros(weight_g.shape, dtype=x4.dtype) if need_w else None
+    product = np.empty(weight_g.shape[1:], dtype=x4.dtype) if need_w else None
+    no_bias = np.zeros(1, dtype=x4.dtype)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        width = (n1 - n0) * plane
+        cols = cols_buffer[:rows * width].reshape(rows, width)
+        jit.im2col(grad4, n0, n1, cols, *geometry)
+        if need_x:
+            target = grad_x[n0] if step == 1 else result_buffer[:in_channels * width].reshape(in_channels, width)
+            for g in range(groups):
+                np.matmul(weight_g[g], cols[g * rows_per_group:(g + 1) * rows_per_group],
+                          out=target[g * in_per_group:(g + 1) * in_per_group])
+            if step > 1:
+                jit.from_chunk(target, n0, n1, grad_x, no_bias, False)
+        if need_w:
+            if step == 1:
+                x_chunk = x3[n0]
+            else:
+                x_chunk = chunk_buffer[:in_channels * width].reshape(in_channels, width)
+                jit.to_chunk(x3, n0, n1, x_chunk)
+            for g in range(groups):
+                np.matmul(x_chunk[g * in_per_group:(g + 1) * in_per_group],
+                          cols[g * rows_per_group:(g + 1) * rows_per_group].T, out=product)
+                grad_w[g] += product
+    return grad_x, grad_w
+
+
+OVERRIDES = [("conv", Conv), ("conv_transpose", ConvTranspose)]

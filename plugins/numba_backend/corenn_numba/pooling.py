@@ -1,0 +1,178 @@
+"""max_pool (with and without indices), avg_pool and adaptive_avg_pool, compiled with numba.
+
+The core pools with one whole-array numpy pass per kernel offset (max/where for max
+pooling, a strided-window sum for average pooling) and backward adds one strided
+array per offset; adaptive pooling is two tensordots with averaging matrices. Here
+each is one loop over the output that reads its window in place: max pooling finds
+the maximum and its position in the same pass and saves the flat positions (PyTorch's
+indices) for backward, which is then one scatter-add per output element.
+
+Handled: float32/float64 inputs with 1 or 2 spatial dims (1-d arrives as a height of 1),
+any kernel size, stride, padding, dilation and ceil_mode. 3-d pooling, integer
+dtypes and empty tensors run the core kernel.
+
+Example (nothing changes for the user; the dispatcher picks these kernels)::
+
+    >>> import corenn, corenn.nn.functional as F
+    >>> out, indices = F.max_pool2d(corenn.randn(2, 3, 8, 8), 2, return_indices=True)
+    >>> out.shape, indices.dtype
+    (corenn.Size([2, 3, 4, 4]), corenn.int64)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from corenn.ops import pooling as core_pool
+
+from corenn_numba._base import LazyModule, handles
+
+jit = LazyModule("corenn_numba._pooling_jit")
+
+
+def _handled(x):
+    return x.ndim in (3, 4) and x.size > 0 and handles(x)
+
+
+def _planes(x):
+    """(N, C, H, W) contiguous, with 1-d input (N, C, L) seen as a height of 1."""
+    return np.ascontiguousarray(x if x.ndim == 4 else x[:, :, None, :])
+
+
+def _pairs(values, one_d, fill):
+    """A 1-d op's parameters as 2-d ones: ``fill`` for the height."""
+    return ((fill,) if one_d else ()) + tuple(values)
+
+
+def _shape_back(array, one_d):
+    return array[:, :, 0, :] if one_d else array
+
+
+class MaxPool(core_pool.MaxPool):
+    """``max_pool``: maximum and argmax in one pass; backward scatters through the saved indices."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
+        if not _handled(x):
+            ctx.fallback = True
+            return core_pool.MaxPool.forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
+        out, indices = _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_pool.MaxPool.backward(ctx, grad)
+        return _max_pool_backward(ctx, grad)
+
+
+class MaxPoolWithIndices(core_pool.MaxPoolWithIndices):
+    """``max_pool_with_indices``: the same pass; the indices it saves are the ones it returns."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
+        if not _handled(x):
+            ctx.fallback = True
+            return core_pool.MaxPoolWithIndices.forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
+        out, indices = _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
+        # The returned indices are a copy: a caller writing into them must not change the gradient.
+        return out, indices.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_pool.MaxPoolWithIndices.backward(ctx, grad)
+        return _max_pool_backward(ctx, grad[0])
+
+
+def _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
+    one_d = x.ndim == 3
+    planes = _planes(x)
+    kernel_size, stride = _pairs(kernel_size, one_d, 1), _pairs(stride, one_d, 1)
+    padding, dilation = _pairs(padding, one_d, 0), _pairs(dilation, one_d, 1)
+    out_size = tuple(core_pool._pool_output_size(s, k, st, p, d, ceil_mode)
+                     for s, k, st, p, d in zip(planes.shape[2:], kernel_size, stride, padding, dilation))
+    out = np.empty(planes.shape[:2] + out_size, dtype=planes.dtype)
+    indices = np.empty(out.shape, dtype=np.int64)
+    jit.max_pool(planes, out, indices, *kernel_size, *stride, *padding, *dilation)
+    ctx.save_for_backward(indices)
+    ctx.params = (planes.shape, one_d)
+    return _shape_back(out, one_d), _shape_back(indices, one_d)
+
+
+def _max_pool_backward(ctx, grad):
+    (indices,) = ctx.saved
+    planes_shape, one_d = ctx.params
+    grad_x = np.zeros(planes_shape, dtype=grad.dtype)
+    grad_planes = np.ascontiguousarray(grad if not one_d else grad[:, :, None, :])
+    jit.max_pool_backward(grad_planes, np.ascontiguousarray(indices.reshape(grad_planes.shape)), grad_x)
+    return _shape_back(grad_x, one_d)
+
+
+class AvgPool(core_pool.AvgPool):
+    """``avg_pool``: one summing pass with PyTorch's per-window divisors; backward spreads the same shares."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override=None):
+        if not _handled(x):
+            ctx.fallback = True
+            return core_pool.AvgPool.forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                             divisor_override)
+        one_d = x.ndim == 3
+        planes = _planes(x)
+        kernel_size, stride, padding = (_pairs(kernel_size, one_d, 1), _pairs(stride, one_d, 1),
+                                        _pairs(padding, one_d, 0))
+        out_size = tuple(core_pool._pool_output_size(s, k, st, p, 1, ceil_mode)
+                         for s, k, st, p in zip(planes.shape[2:], kernel_size, stride, padding))
+        out = np.empty(planes.shape[:2] + out_size, dtype=planes.dtype)
+        # 0 stands for "no override": the front end rejects a zero divisor.
+        divisor = 0.0 if divisor_override is None else float(divisor_override)
+        geometry = (*kernel_size, *stride, *padding, bool(count_include_pad), divisor)
+        jit.avg_pool(planes, out, *geometry)
+        ctx.params = (planes.shape, one_d, geometry)
+        return _shape_back(out, one_d)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_pool.AvgPool.backward(ctx, grad)
+        planes_shape, one_d, geometry = ctx.params
+        grad_x = np.zeros(planes_shape, dtype=grad.dtype)
+        jit.avg_pool_backward(np.ascontiguousarray(grad if not one_d else grad[:, :, None, :]), grad_x, *geometry)
+        return _shape_back(grad_x, one_d)
+
+
+class AdaptiveAvgPool(core_pool.AdaptiveAvgPool):
+    """``adaptive_avg_pool``: window sums in place instead of two averaging-matrix tensordots."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, output_size):
+        if not _handled(x) or 0 in tuple(output_size):
+            ctx.fallback = True
+            return core_pool.AdaptiveAvgPool.forward(ctx, x, output_size)
+        one_d = x.ndim == 3
+        planes = _planes(x)
+        out = np.empty(planes.shape[:2] + _pairs(output_size, one_d, 1), dtype=planes.dtype)
+        jit.adaptive_avg_pool(planes, out)
+        ctx.params = (planes.shape, one_d)
+        return _shape_back(out, one_d)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_pool.AdaptiveAvgPool.backward(ctx, grad)
+        planes_shape, one_d = ctx.params
+        grad_x = np.zeros(planes_shape, dtype=grad.dtype)
+        jit.adaptive_avg_pool_backward(np.ascontiguousarray(grad if not one_d else grad[:, :, None, :]), grad_x)
+        return _shape_back(grad_x, one_d)
+
+
+OVERRIDES = [("max_pool", MaxPool), ("max_pool_with_indices", MaxPoolWithIndices), ("avg_pool", AvgPool),
+             ("adaptive_avg_pool", AdaptiveAvgPool)]
