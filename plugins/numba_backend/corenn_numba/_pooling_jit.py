@@ -14,6 +14,7 @@ the second core.
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 _jit = numba.njit(cache=True)
 
@@ -45,7 +46,8 @@ def max_pool(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw):
                             if best_index < 0 or value > best or value != value:
                                 best = value
                                 best_index = ih * width + iw
-                    out[b, c, y, q] = best
+                    # A dilated window can miss the input entirely: -inf and index -1, as the core gives.
+                    out[b, c, y, q] = best if best_index >= 0 else -np.inf
                     indices[b, c, y, q] = best_index
 
 
@@ -60,7 +62,7 @@ def max_pool_backward(grad, indices, grad_x):
             source = grad[b, c].reshape(-1)
             where = indices[b, c].reshape(-1)
             for k in range(size):
-                if where[k] >= 0:  # every window holds an element (the front end checks); stay safe anyway
+                if where[k] >= 0:  # -1: a window that missed the input has no gradient to give
                     target[where[k]] += source[k]
 
 

@@ -1,0 +1,300 @@
+"""corenn_numba.conv: conv (1-d, 2-d) and conv_transpose agree with the core kernels and with PyTorch.
+
+Three layers of checks: the kernels against the core's on hypothesis-drawn geometries
+(forward and every gradient, float32 and float64, through the public functions with the
+plugin enabled and disabled); the conformance kit's ``check_op`` with the plugin's
+kernels dispatched (gradients against finite differences in float64); the layers against
+PyTorch when it is installed.
+"""
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import corenn
+import corenn.nn.functional as F
+import corenn_numba
+from corenn.dispatch import kernels
+from corenn.testing.opcheck import Float, OpCase, check_op
+from corenn_numba import conv as numba_conv
+
+SETTINGS = settings(max_examples=25, deadline=None)
+TOL = {np.float32: dict(rtol=1e-4, atol=1e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+@contextlib.contextmanager
+def core_kernels():
+    """The core's kernels inside the block; the plugin's again afterwards."""
+    corenn_numba.disable()
+    try:
+        yield
+    finally:
+        corenn_numba.enable()
+
+
+def forward_backward(fn, arrays, needs_grad=None):
+    """``fn(*tensors)`` and the gradients of the inputs (``needs_grad`` picks which require grad)."""
+    needs_grad = needs_grad or [a is not None for a in arrays]
+    tensors = [None if a is None else corenn.tensor(a, requires_grad=bool(g and a.dtype.kind == "f"))
+               for a, g in zip(arrays, needs_grad)]
+    out = fn(*tensors)
+    upstream = np.random.default_rng(1).standard_normal(out.shape).astype(out.detach().numpy().dtype)
+    if out.requires_grad:
+        out.backward(corenn.tensor(upstream))
+    return out.detach().numpy(), [None if t is None or t.grad is None else t.grad.numpy() for t in tensors]
+
+
+def assert_same_as_core(fn, arrays, dtype, needs_grad=None):
+    got, got_grads = forward_backward(fn, arrays, needs_grad)
+    with core_kernels():
+        expected, expected_grads = forward_backward(fn, arrays, needs_grad)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, **TOL[dtype])
+    for g, e in zip(got_grads, expected_grads):
+        assert (g is None) == (e is None)
+        if g is not None:
+            assert g.dtype == e.dtype
+            np.testing.assert_allclose(g, e, **TOL[dtype])
+
+
+def test_plugin_kernels_are_dispatched():
+    assert kernels.lookup("conv", "cpu") is numba_conv.Conv
+    assert kernels.lookup("conv_transpose", "cpu") is numba_conv.ConvTranspose
+    with core_kernels():
+        assert kernels.lookup("conv", "cpu") is not numba_conv.Conv
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Against the core kernels on drawn geometries
+# ---------------------------------------------------------------------------------------------------------
+
+@st.composite
+def conv_cases(draw, dims):
+    groups = draw(st.integers(1, 3))
+    in_channels = groups * draw(st.integers(1, 3))
+    out_channels = groups * draw(st.integers(1, 3))
+    kernel = tuple(draw(st.integers(1, 4)) for _ in range(dims))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(dims))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(dims))
+    padding = tuple(draw(st.integers(0, 2)) for _ in range(dims))
+    # input at least as large as the dilated kernel once padded
+    size = tuple(draw(st.integers(max(1, d * (k - 1) + 1 - 2 * p), 9))
+                 for k, d, p in zip(kernel, dilation, padding))
+    batch = draw(st.integers(1, 3))
+    bias = draw(st.booleans())
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    return groups, in_channels, out_channels, kernel, stride, dilation, padding, size, batch, bias, dtype
+
+
+def _arrays(rng, dtype, *shapes):
+    return [None if s is None else rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
+
+
+@SETTINGS
+@given(conv_cases(2), st.sampled_from(["all", "x", "weight"]))
+def test_conv2d_same_as_core(case, which):
+    groups, c_in, c_out, kernel, stride, dilation, padding, size, batch, bias, dtype = case
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (batch, c_in) + size, (c_out, c_in // groups) + kernel, (c_out,) if bias else None)
+    needs = {"all": [True, True, True], "x": [True, False, False], "weight": [False, True, False]}[which]
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups), arrays, dtype, needs)
+
+
+@SETTINGS
+@given(conv_cases(1))
+def test_conv1d_same_as_core(case):
+    groups, c_in, c_out, kernel, stride, dilation, padding, size, batch, bias, dtype = case
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (batch, c_in) + size, (c_out, c_in // groups) + kernel, (c_out,) if bias else None)
+    assert_same_as_core(lambda x, w, b: F.conv1d(x, w, b, stride, padding, dilation, groups), arrays, dtype)
+
+
+@SETTINGS
+@given(conv_cases(2), st.data())
+def test_conv_transpose2d_same_as_core(case, data):
+    groups, c_in, c_out, kernel, stride, dilation, padding, size, batch, bias, dtype = case
+    # output_padding must stay below stride or dilation; padding may not empty the output
+    output_padding = tuple(data.draw(st.integers(0, max(s, d) - 1)) for s, d in zip(stride, dilation))
+    padding = tuple(min(p, ((n - 1) * s + d * (k - 1)) // 2)
+                    for p, n, s, d, k in zip(padding, size, stride, dilation, kernel))
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (batch, c_in) + size, (c_in, c_out // groups) + kernel, (c_out,) if bias else None)
+    assert_same_as_core(lambda x, w, b: F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups,
+                                                           dilation), arrays, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_transpose1d_same_as_core(dtype):
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (2, 4, 7), (4, 3, 3), (6,))
+    assert_same_as_core(lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2, padding=1, output_padding=1,
+                                                           groups=2), arrays, dtype)
+
+
+@pytest.mark.parametrize("padding", ["same", "valid"])
+@pytest.mark.parametrize("kernel", [(2, 4), (3, 3)])
+def test_conv2d_string_padding_same_as_core(padding, kernel):
+    # 'same' with an even kernel pads asymmetrically (the extra element after)
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, np.float64, (2, 3, 7, 8), (4, 3) + kernel, (4,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, padding=padding, dilation=(1, 2)), arrays, np.float64)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2000, 1 << 30])
+def test_chunking_does_not_change_results(monkeypatch, chunk_bytes):
+    # one image per chunk, a few images per chunk (the last one partial), the whole batch at once
+    monkeypatch.setattr(numba_conv, "CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, np.float64, (5, 4, 6, 5), (6, 2, 3, 3), (6,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2), arrays, np.float64)
+    arrays = _arrays(rng, np.float64, (5, 4, 6, 5), (4, 3, 3, 3), (6,))
+    assert_same_as_core(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, groups=2),
+                        arrays, np.float64)
+
+
+def test_unbatched_and_non_contiguous_inputs():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 3, 9)).transpose(1, 2, 0)  # (3, 9, 8), not contiguous
+    w = rng.standard_normal((5, 3, 3, 3))
+    assert_same_as_core(lambda x, w: F.conv2d(x, w, padding=1), [x, w], np.float64)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the plugin does not handle runs the core kernel
+# ---------------------------------------------------------------------------------------------------------
+
+class _Ctx(numba_conv.Conv):
+    """A standalone ctx for calling a kernel directly, as ``run`` does."""
+
+    xp = np
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int64])
+def test_other_dtypes_fall_back_to_the_core(dtype):
+    x = np.arange(2 * 2 * 5 * 5).reshape(2, 2, 5, 5).astype(dtype)
+    w = np.ones((3, 2, 3, 3), dtype=dtype)
+    ctx = _Ctx()
+    out = numba_conv.Conv.forward(ctx, x, w, stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=1)
+    assert ctx.fallback
+    expected = numba_conv.core_conv.Conv.forward(_Ctx(), x, w, stride=(1, 1), padding=((1, 1), (1, 1)),
+                                                 dilation=(1, 1), groups=1)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_conv3d_and_its_gradient_fall_back_to_the_core():
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, np.float64, (2, 2, 4, 4, 4), (3, 2, 2, 2, 2), (3,))
+    ctx = _Ctx()
+    numba_conv.Conv.forward(ctx, *arrays, stride=(1, 1, 1), padding=((0, 0),) * 3, dilation=(1, 1, 1), groups=1)
+    assert ctx.fallback
+    assert_same_as_core(lambda x, w, b: F.conv3d(x, w, b, padding=1), arrays, np.float64)
+
+
+def test_mixed_dtypes_are_still_rejected_by_the_front_end():
+    x = corenn.randn(1, 2, 5, 5)
+    w = corenn.randn(3, 2, 3, 3, dtype=corenn.float64)
+    with pytest.raises(RuntimeError, match="should be the same"):
+        F.conv2d(x, w)
+    with pytest.raises(RuntimeError, match="expected input.*to have 4 channels"):
+        F.conv2d(corenn.randn(1, 3, 5, 5), corenn.randn(2, 2, 3, 3), groups=2)
+
+
+def test_disable_enable_gives_the_same_results():
+    rng = np.random.default_rng(0)
+    x = corenn.tensor(rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
+    w = corenn.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    fast = F.conv2d(x, w, padding=1).numpy()
+    corenn_numba.disable()
+    try:
+        assert kernels.lookup("conv", "cpu") is not numba_conv.Conv
+        slow = F.conv2d(x, w, padding=1).numpy()
+    finally:
+        corenn_numba.enable()
+    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The conformance kit, with the plugin's kernels dispatched
+# ---------------------------------------------------------------------------------------------------------
+
+CONFORMANCE = [
+    OpCase("conv2d", lambda lib, x, w, b: lib.nn.functional.conv2d(x, w, b, stride=(2, 1), padding=1, groups=2),
+           [Float((2, 4, 6, 5)), Float((6, 2, 3, 2)), Float((6,))], rtol=1e-4, atol=1e-5),
+    OpCase("conv2d", lambda lib, x, w: lib.nn.functional.conv2d(x, w, padding="same", dilation=2),
+           [Float((1, 2, 7, 6)), Float((3, 2, 2, 3))], rtol=1e-4, atol=1e-5, label="same"),
+    OpCase("conv1d", lambda lib, x, w, b: lib.nn.functional.conv1d(x, w, b, stride=2, padding=2, dilation=2),
+           [Float((2, 3, 9)), Float((4, 3, 3)), Float((4,))], rtol=1e-4, atol=1e-5),
+    OpCase("conv_transpose2d",
+           lambda lib, x, w, b: lib.nn.functional.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1,
+                                                                   groups=2),
+           [Float((2, 4, 4, 3)), Float((4, 2, 3, 3)), Float((4,))], rtol=1e-4, atol=1e-5),
+    OpCase("conv_transpose1d", lambda lib, x, w: lib.nn.functional.conv_transpose1d(x, w, stride=3, dilation=2),
+           [Float((2, 3, 5)), Float((3, 2, 2))], rtol=1e-4, atol=1e-5),
+]
+
+
+@pytest.mark.parametrize("case", CONFORMANCE, ids=lambda c: c.id)
+def test_conformance_kit(case):
+    # gradients against finite differences in float64 (no forward reference without PyTorch)
+    assert kernels.lookup("conv", "cpu") is numba_conv.Conv
+    check_op(case, "cpu", reference="none")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", CONFORMANCE, ids=lambda c: c.id)
+def test_conformance_kit_against_pytorch(case):
+    pytest.importorskip("torch")  # the kit uses PyTorch as its reference once the caller has imported it
+    assert check_op(case, "cpu", finite_differences=False) == "torch"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# PyTorch oracle, layers with the plugin active
+# ---------------------------------------------------------------------------------------------------------
+
+def _copy_layer(torch, ours, theirs):
+    with torch.no_grad():
+        for (name, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+            q.copy_(torch.from_numpy(p.detach().numpy()))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2),
+    lambda nn: nn.Conv2d(3, 8, (3, 5), padding="same", dilation=(2, 1), bias=False),
+    lambda nn: nn.Conv1d(3, 4, 5, stride=2, padding=2),
+    lambda nn: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+    lambda nn: nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1),
+], ids=["conv2d-groups", "conv2d-same", "conv1d", "conv_transpose2d", "conv_transpose1d"])
+def test_layers_match_pytorch(make):
+    torch = pytest.importorskip("torch")
+    ours, theirs = make(corenn.nn).double(), make(torch.nn).double()
+    _copy_layer(torch, ours, theirs)
+    rng = np.random.default_rng(0)
+    in_channels = theirs.in_channels
+    shape = (2, in_channels) + ((9, 8) if isinstance(theirs, (torch.nn.Conv2d, torch.nn.ConvTranspose2d)) else (11,))
+    x = rng.standard_normal(shape)
+    ours_x = corenn.tensor(x, requires_grad=True)
+    theirs_x = torch.tensor(x, requires_grad=True)
+    out, expected = ours(ours_x), theirs(theirs_x)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-10)
+    upstream = rng.standard_normal(tuple(expected.shape))
+    out.backward(corenn.tensor(upstream))
+    expected.backward(torch.from_numpy(upstream))
+    np.testing.assert_allclose(ours_x.grad.numpy(), theirs_x.grad.numpy(), rtol=1e-10, atol=1e-10)
+    for (name, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-10, err_msg=name)
+
+
+@pytest.mark.torch
+def test_float32_conv_matches_pytorch_on_a_training_sized_batch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 16, 14, 14)).astype(np.float32)
+    w = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    out = F.conv2d(corenn.tensor(x), corenn.tensor(w), corenn.tensor(b), padding=1).numpy()
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                                          padding=1).numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)

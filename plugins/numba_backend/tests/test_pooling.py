@@ -1,0 +1,274 @@
+"""corenn_numba.pooling: max/avg/adaptive pooling agree with the core kernels and with PyTorch.
+
+Drawn geometries (kernel, stride, padding, dilation, ceil_mode, count_include_pad,
+divisor_override) run through the public functions with the plugin enabled and disabled;
+the conformance kit gradchecks each op in float64; the layers are compared with PyTorch,
+indices included, when it is installed.
+"""
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import corenn
+import corenn.nn.functional as F
+import corenn_numba
+from corenn.dispatch import kernels
+from corenn.testing.opcheck import Float, OpCase, check_op
+from corenn_numba import pooling as numba_pool
+
+SETTINGS = settings(max_examples=30, deadline=None)
+TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+@contextlib.contextmanager
+def core_kernels():
+    corenn_numba.disable()
+    try:
+        yield
+    finally:
+        corenn_numba.enable()
+
+
+def forward_backward(fn, x):
+    t = corenn.tensor(x, requires_grad=x.dtype.kind == "f")
+    result = fn(t)
+    outputs = result if isinstance(result, tuple) else (result,)
+    out = outputs[0]
+    if out.requires_grad:
+        upstream = np.random.default_rng(1).standard_normal(out.shape).astype(x.dtype)
+        out.backward(corenn.tensor(upstream))
+    return [o.detach().numpy() for o in outputs], None if t.grad is None else t.grad.numpy()
+
+
+def assert_same_as_core(fn, x):
+    got, got_grad = forward_backward(fn, x)
+    with core_kernels():
+        expected, expected_grad = forward_backward(fn, x)
+    tol = TOL.get(x.dtype.type, {})
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, **tol)
+        else:
+            np.testing.assert_array_equal(g, e)
+    assert (got_grad is None) == (expected_grad is None)
+    if got_grad is not None:
+        np.testing.assert_allclose(got_grad, expected_grad, **tol)
+
+
+def test_plugin_kernels_are_dispatched():
+    for op, kernel in numba_pool.OVERRIDES:
+        assert kernels.lookup(op, "cpu") is kernel
+    with core_kernels():
+        assert kernels.lookup("max_pool", "cpu") is not numba_pool.MaxPool
+
+
+@st.composite
+def pool_cases(draw, dims, dilated=True):
+    kernel = tuple(draw(st.integers(1, 4)) for _ in range(dims))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(dims))
+    dilation = tuple(draw(st.integers(1, 2)) if dilated else 1 for _ in range(dims))
+    padding = tuple(draw(st.integers(0, (d * (k - 1) + 1) // 2)) for k, d in zip(kernel, dilation))
+    size = tuple(draw(st.integers(max(1, d * (k - 1) + 1 - 2 * p), 9)) for k, d, p in zip(kernel, dilation, padding))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + size
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    ceil_mode = draw(st.booleans())
+    # distinct values: with ties the gradient of max depends on which maximum wins
+    x = np.random.default_rng(draw(st.integers(0, 2 ** 16))).permutation(int(np.prod(shape))).reshape(shape)
+    return x.astype(dtype) / 7, kernel, stride, padding, dilation, ceil_mode
+
+
+@SETTINGS
+@given(pool_cases(2), st.booleans())
+def test_max_pool2d_same_as_core(case, return_indices):
+    x, kernel, stride, padding, dilation, ceil_mode = case
+    assert_same_as_core(lambda t: F.max_pool2d(t, kernel, stride, padding, dilation, ceil_mode, return_indices), x)
+
+
+@SETTINGS
+@given(pool_cases(1), st.booleans())
+def test_max_pool1d_same_as_core(case, return_indices):
+    x, kernel, stride, padding, dilation, ceil_mode = case
+    assert_same_as_core(lambda t: F.max_pool1d(t, kernel, stride, padding, dilation, ceil_mode, return_indices), x)
+
+
+@SETTINGS
+@given(pool_cases(2, dilated=False), st.booleans(), st.sampled_from([None, 3, 0.5]))
+def test_avg_pool2d_same_as_core(case, count_include_pad, divisor_override):
+    x, kernel, stride, padding, _, ceil_mode = case
+    assert_same_as_core(lambda t: F.avg_pool2d(t, kernel, stride, padding, ceil_mode, count_include_pad,
+                                               divisor_override), x)
+
+
+@SETTINGS
+@given(pool_cases(1, dilated=False), st.booleans())
+def test_avg_pool1d_same_as_core(case, count_include_pad):
+    x, kernel, stride, padding, _, ceil_mode = case
+    assert_same_as_core(lambda t: F.avg_pool1d(t, kernel, stride, padding, ceil_mode, count_include_pad), x)
+
+
+@SETTINGS
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9), st.integers(1, 9),
+       st.sampled_from([np.float32, np.float64]))
+def test_adaptive_avg_pool2d_same_as_core(h, w, out_h, out_w, dtype):
+    x = np.random.default_rng(h * 10 + w).standard_normal((2, 3, h, w)).astype(dtype)
+    assert_same_as_core(lambda t: F.adaptive_avg_pool2d(t, (out_h, out_w)), x)
+
+
+@pytest.mark.parametrize("out_size", [1, 3, 5, 11])
+def test_adaptive_avg_pool1d_same_as_core(out_size):
+    x = np.random.default_rng(0).standard_normal((2, 3, 7))
+    assert_same_as_core(lambda t: F.adaptive_avg_pool1d(t, out_size), x)
+
+
+def test_ties_take_the_first_maximum_and_nan_wins():
+    x = np.array([[[[1.0, 1.0, 2.0, 2.0], [1.0, 0.0, 2.0, np.nan]]]])
+    out, indices = F.max_pool2d(corenn.tensor(x), 2, return_indices=True)
+    assert indices.tolist() == [[[[0, 7]]]]
+    assert out.numpy()[0, 0, 0, 0] == 1.0 and np.isnan(out.numpy()[0, 0, 0, 1])
+
+
+def test_all_minus_infinity_window_points_inside_the_input():
+    x = np.full((1, 1, 3, 3), -np.inf)
+    t = corenn.tensor(x, requires_grad=True)
+    out, indices = F.max_pool2d(t, 2, stride=1, padding=1, return_indices=True)
+    assert (indices.numpy() >= 0).all() and (indices.numpy() < 9).all()
+    out.sum().backward()
+    assert t.grad.numpy().sum() == out.numel()
+
+
+def test_dilated_window_that_misses_the_input_gives_minus_infinity_and_no_gradient():
+    t = corenn.tensor(np.zeros((1, 1, 1, 1)), requires_grad=True)
+    out, indices = F.max_pool2d(t, (1, 2), stride=1, padding=(0, 1), dilation=(1, 2), return_indices=True)
+    assert out.tolist() == [[[[-np.inf]]]] and indices.tolist() == [[[[-1]]]]
+    out.sum().backward()
+    assert t.grad.tolist() == [[[[0.0]]]]
+
+
+def test_non_contiguous_and_unbatched_inputs():
+    x = np.random.default_rng(0).standard_normal((6, 7, 3)).transpose(2, 0, 1)  # (3, 6, 7) not contiguous
+    assert_same_as_core(lambda t: F.max_pool2d(t, 3, 2, 1), x)
+    assert_same_as_core(lambda t: F.avg_pool2d(t, 3, 2, 1, count_include_pad=False), x)
+    assert_same_as_core(lambda t: F.adaptive_avg_pool2d(t, (4, 2)), x)
+
+
+def test_returned_indices_do_not_alias_the_saved_ones():
+    t = corenn.tensor(np.arange(16.0).reshape(1, 1, 4, 4), requires_grad=True)
+    out, indices = F.max_pool2d(t, 2, return_indices=True)
+    indices.numpy()[...] = 0  # a caller scribbling on the indices must not move the gradient
+    out.sum().backward()
+    assert t.grad.numpy()[0, 0].tolist() == [[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1]]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Fallbacks and errors
+# ---------------------------------------------------------------------------------------------------------
+
+class _Ctx(numba_pool.MaxPool):
+    xp = np
+
+
+def test_integer_max_pool_falls_back_to_the_core():
+    x = np.arange(32).reshape(1, 2, 4, 4)
+    ctx = _Ctx()
+    numba_pool.MaxPool.forward(ctx, x, (2, 2), (2, 2), (0, 0), (1, 1), False)
+    assert ctx.fallback
+    assert_same_as_core(lambda t: F.max_pool2d(t, 2), x)
+
+
+def test_float16_falls_back_to_the_core():
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 4)).astype(np.float16)
+    ctx = _Ctx()
+    numba_pool.MaxPool.forward(ctx, x, (2, 2), (2, 2), (0, 0), (1, 1), False)
+    assert ctx.fallback
+    assert_same_as_core(lambda t: F.max_pool2d(t, 2), x)
+    assert_same_as_core(lambda t: F.avg_pool2d(t, 2), x)
+
+
+def test_3d_pooling_falls_back_to_the_core():
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 4, 4))
+    ctx = _Ctx()
+    numba_pool.MaxPool.forward(ctx, x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False)
+    assert ctx.fallback
+
+
+def test_front_end_errors_are_unchanged():
+    with pytest.raises(RuntimeError, match="pad should be at most half"):
+        F.max_pool2d(corenn.randn(1, 1, 4, 4), 2, padding=2)
+    with pytest.raises(RuntimeError, match="Expected 3D or 4D"):
+        F.avg_pool2d(corenn.randn(4, 4), 2)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The conformance kit with the plugin's kernels dispatched, and PyTorch
+# ---------------------------------------------------------------------------------------------------------
+
+def _fn(name, **kwargs):
+    return lambda lib, x: getattr(lib.nn.functional, name)(x, **kwargs)
+
+
+CONFORMANCE = [
+    OpCase("max_pool2d", _fn("max_pool2d", kernel_size=3, stride=2, padding=1, ceil_mode=True),
+           [Float((2, 3, 7, 6), distinct=True)]),
+    OpCase("max_pool2d", _fn("max_pool2d", kernel_size=2, dilation=2, return_indices=True),
+           [Float((1, 2, 6, 6), distinct=True)], label="indices"),
+    OpCase("max_pool1d", _fn("max_pool1d", kernel_size=3, stride=1, padding=1), [Float((2, 3, 8), distinct=True)]),
+    OpCase("avg_pool2d", _fn("avg_pool2d", kernel_size=3, stride=2, padding=1, count_include_pad=False,
+                             ceil_mode=True), [Float((2, 3, 6, 7))]),
+    OpCase("avg_pool2d", _fn("avg_pool2d", kernel_size=2, divisor_override=3), [Float((1, 2, 5, 4))],
+           label="divisor"),
+    OpCase("avg_pool1d", _fn("avg_pool1d", kernel_size=3, stride=2, padding=1), [Float((2, 2, 7))]),
+    OpCase("adaptive_avg_pool2d", _fn("adaptive_avg_pool2d", output_size=(3, 4)), [Float((2, 3, 7, 5))]),
+    OpCase("adaptive_avg_pool1d", _fn("adaptive_avg_pool1d", output_size=4), [Float((2, 3, 7))]),
+]
+
+
+@pytest.mark.parametrize("case", CONFORMANCE, ids=lambda c: c.id)
+def test_conformance_kit(case):
+    check_op(case, "cpu", reference="none")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", CONFORMANCE, ids=lambda c: c.id)
+def test_conformance_kit_against_pytorch(case):
+    pytest.importorskip("torch")
+    assert check_op(case, "cpu", finite_differences=False) == "torch"
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True),
+    lambda nn: nn.MaxPool1d(2),
+    lambda nn: nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+    lambda nn: nn.AvgPool1d(3, stride=2, ceil_mode=True),
+    lambda nn: nn.AdaptiveAvgPool2d((3, 5)),
+    lambda nn: nn.AdaptiveAvgPool1d(4),
+], ids=["maxpool2d", "maxpool1d", "avgpool2d", "avgpool1d", "adaptive2d", "adaptive1d"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layers_match_pytorch(make, dtype):
+    torch = pytest.importorskip("torch")
+    ours, theirs = make(corenn.nn), make(torch.nn)
+    two_d = "2d" in type(theirs).__name__
+    shape = (2, 3, 9, 10) if two_d else (2, 3, 11)
+    x = np.random.default_rng(0).permutation(int(np.prod(shape))).reshape(shape).astype(dtype) / 5
+    ours_x, theirs_x = corenn.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    out, expected = ours(ours_x), theirs(theirs_x)
+    tol = TOL[np.dtype(dtype).type]
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), **tol)
+    upstream = np.random.default_rng(1).standard_normal(tuple(expected.shape)).astype(dtype)
+    out.backward(corenn.tensor(upstream))
+    expected.backward(torch.from_numpy(upstream))
+    np.testing.assert_allclose(ours_x.grad.numpy(), theirs_x.grad.numpy(), **tol)
+
+
+@pytest.mark.torch
+def test_max_pool_indices_match_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 8)).astype(np.float32)
+    out, indices = F.max_pool2d(corenn.tensor(x), 3, stride=2, padding=1, dilation=1, return_indices=True)
+    expected, expected_indices = torch.nn.functional.max_pool2d(torch.from_numpy(x), 3, stride=2, padding=1,
+                                                                return_indices=True)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
