@@ -52,7 +52,11 @@ def assert_same_as_core(fn, x):
         if g.dtype.kind == "f":
             np.testing.assert_allclose(g, e, **tol)
         else:
-            np.testing.assert_array_equal(g, e)
+            # A dilated window can miss the input: the plugin marks it -1, the core's index there is an
+            # artifact of its arithmetic (PyTorch gives yet another out-of-plane position).
+            missed = g == -1
+            assert np.isneginf(got[0][missed]).all()
+            np.testing.assert_array_equal(g[~missed], e[~missed])
     assert (got_grad is None) == (expected_grad is None)
     if got_grad is not None:
         np.testing.assert_allclose(got_grad, expected_grad, **tol)
