@@ -265,3 +265,13 @@ def test_errors_name_what_is_wrong():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             F.mse_loss(corenn.randn(3, 1), corenn.randn(3))
+
+
+def test_cross_entropy_with_every_target_ignored_has_nan_loss_and_zero_gradient():
+    """PyTorch: the mean over no targets is nan, and the ignored rows get a zero gradient (not nan)."""
+    import corenn.nn.functional as F
+    logits = corenn.tensor([[-2.37, 1.0]], requires_grad=True)
+    loss = F.cross_entropy(logits, corenn.tensor([0]), ignore_index=0)
+    assert loss.item() != loss.item()  # nan
+    loss.backward()
+    assert logits.grad.tolist() == [[0.0, 0.0]]

@@ -20,7 +20,9 @@ def _reduce(loss, reduction, denominator=None):
 def _upstream(grad, reduction, denominator):
     """The per-element factor of the upstream gradient (broadcastable to the unreduced loss)."""
     if reduction == "mean":
-        return grad / denominator
+        # Every target ignored (or weighted 0): the loss is nan, as in PyTorch, yet nothing
+        # contributed to it, so the gradient is 0 rather than 0/0.
+        return grad / denominator if denominator else grad * 0
     return grad
 
 
