@@ -49,56 +49,40 @@ def _row_max(a):
     return a.reshape(-1, a.shape[-1]).max(axis=1)
 
 
-class Softmax(core_nn.Softmax):
-    """``softmax`` over the last axis in one compiled pass per row (other axes: the core kernel)."""
+def _row_kernel(core_cls, log: bool):
+    """The override of ``softmax`` (``log=False``) or ``log_softmax``: one compiled pass per row of the last axis."""
 
-    @staticmethod
-    def forward(ctx, a, axis):
-        if not _rows_ok(a, axis):
-            ctx.fallback = True
-            return core_nn.Softmax.forward(ctx, a, axis)
-        ctx.fallback = False
-        out = np.empty_like(a)
-        jit.softmax_rows(_as_rows(a), _row_max(a), _as_rows(out), False)
-        ctx.save_for_backward(out)
-        ctx.axis = axis
-        return out
+    class RowSoftmax(core_cls):
+        @staticmethod
+        def forward(ctx, a, axis):
+            if not _rows_ok(a, axis):
+                ctx.fallback = True
+                return core_cls.forward(ctx, a, axis)
+            ctx.fallback = False
+            out = np.empty_like(a)
+            jit.softmax_rows(_as_rows(a), _row_max(a), _as_rows(out), log)
+            ctx.save_for_backward(out)
+            ctx.axis = axis
+            return out
 
-    @staticmethod
-    def backward(ctx, grad):
-        if ctx.fallback:
-            return core_nn.Softmax.backward(ctx, grad)
-        (out,) = ctx.saved
-        grad = np.ascontiguousarray(grad, dtype=out.dtype)
-        grad_in = np.empty_like(out)
-        jit.softmax_rows_backward(_as_rows(out), _as_rows(grad), _as_rows(grad_in), False)
-        return grad_in
+        @staticmethod
+        def backward(ctx, grad):
+            if ctx.fallback:
+                return core_cls.backward(ctx, grad)
+            (out,) = ctx.saved
+            grad = np.ascontiguousarray(grad, dtype=out.dtype)
+            grad_in = np.empty_like(out)
+            jit.softmax_rows_backward(_as_rows(out), _as_rows(grad), _as_rows(grad_in), log)
+            return grad_in
+
+    RowSoftmax.__name__ = RowSoftmax.__qualname__ = core_cls.__name__
+    RowSoftmax.__doc__ = (f"``{'log_' if log else ''}softmax`` over the last axis in one compiled pass per row "
+                          "(other axes: the core kernel).")
+    return RowSoftmax
 
 
-class LogSoftmax(core_nn.LogSoftmax):
-    """``log_softmax`` over the last axis in one compiled pass per row (other axes: the core kernel)."""
-
-    @staticmethod
-    def forward(ctx, a, axis):
-        if not _rows_ok(a, axis):
-            ctx.fallback = True
-            return core_nn.LogSoftmax.forward(ctx, a, axis)
-        ctx.fallback = False
-        out = np.empty_like(a)
-        jit.softmax_rows(_as_rows(a), _row_max(a), _as_rows(out), True)
-        ctx.save_for_backward(out)
-        ctx.axis = axis
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        if ctx.fallback:
-            return core_nn.LogSoftmax.backward(ctx, grad)
-        (out,) = ctx.saved
-        grad = np.ascontiguousarray(grad, dtype=out.dtype)
-        grad_in = np.empty_like(out)
-        jit.softmax_rows_backward(_as_rows(out), _as_rows(grad), _as_rows(grad_in), True)
-        return grad_in
+Softmax = _row_kernel(core_nn.Softmax, log=False)
+LogSoftmax = _row_kernel(core_nn.LogSoftmax, log=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
