@@ -86,22 +86,21 @@ class Node:
 
     def register_hook(self, hook):
         """``hook(grad_inputs, grad_outputs) -> new grad_inputs or None``, run after this node's backward."""
-        from corenn.utils.hooks import RemovableHandle
-        self.has_hooks = True
-        if self._post_hooks is None:
-            self._post_hooks = OrderedDict()
-        handle = RemovableHandle(self._post_hooks)
-        self._post_hooks[handle.id] = hook
-        return handle
+        return self._add_hook("_post_hooks", hook)
 
     def register_prehook(self, hook):
         """``hook(grad_outputs) -> new grad_outputs or None``, run before this node's backward."""
+        return self._add_hook("_pre_hooks", hook)
+
+    def _add_hook(self, attribute, hook):
         from corenn.utils.hooks import RemovableHandle
         self.has_hooks = True
-        if self._pre_hooks is None:
-            self._pre_hooks = OrderedDict()
-        handle = RemovableHandle(self._pre_hooks)
-        self._pre_hooks[handle.id] = hook
+        hooks = getattr(self, attribute)
+        if hooks is None:
+            hooks = OrderedDict()
+            setattr(self, attribute, hooks)
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
         return handle
 
     def __repr__(self):

@@ -7,6 +7,7 @@ A compiled backend replaces these by op name ("conv", "conv_transpose").
 """
 from __future__ import annotations
 
+import math
 import itertools
 import numbers
 
@@ -72,7 +73,7 @@ class Conv(Op):
                          for s, k, st, d in zip(padded.shape[2:], kernel_size, stride, dilation))
         cols = _im2col(xp, padded, kernel_size, stride, dilation, out_size)
         n, out_channels = x.shape[0], weight.shape[0]
-        cols_g = cols.reshape(groups, -1, n * _prod(out_size))            # (g, C/g * k, N*L)
+        cols_g = cols.reshape(groups, -1, n * math.prod(out_size))            # (g, C/g * k, N*L)
         weight_g = weight.reshape(groups, out_channels // groups, -1)     # (g, O/g, C/g * k)
         out = xp.matmul(weight_g, cols_g).reshape(out_channels, n, *out_size)
         if bias is not None:
@@ -141,7 +142,7 @@ class ConvTranspose(Op):
         extra = tuple((p, f - p - s) for p, f, s in zip(padding, full_size, grad.shape[2:]))
         grad_full = _pad(xp, grad, extra)
         cols = _im2col(xp, grad_full, kernel_size, stride, dilation, x_shape[2:])
-        cols_g = cols.reshape(groups, -1, x_shape[0] * _prod(x_shape[2:]))  # (g, C_out/g * k, N*L)
+        cols_g = cols.reshape(groups, -1, x_shape[0] * math.prod(x_shape[2:]))  # (g, C_out/g * k, N*L)
         grad_x = grad_weight = grad_bias = None
         if ctx.next_edges[0] is not None:
             weight_g = weight.reshape(groups, in_channels // groups, -1)
@@ -152,12 +153,6 @@ class ConvTranspose(Op):
             grad_bias = grad.sum(axis=(0,) + tuple(range(2, grad.ndim)))
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
-
-def _prod(values):
-    result = 1
-    for v in values:
-        result *= v
-    return result
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 
 from corenn import _dtype, dispatch
@@ -127,17 +128,11 @@ def unflatten(input, dim, sizes):
     sizes = tuple(sizes)
     if -1 in sizes:
         sizes = _infer_shape(sizes, shape[dim])
-    elif builtins.sum(1 for _ in sizes) and _prod(sizes) != shape[dim]:
+    elif sizes and math.prod(sizes) != shape[dim]:
         raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
                            f"({shape[dim]}) in the input tensor")
     return reshape(input, shape[:dim] + sizes + shape[dim + 1:])
 
-
-def _prod(values):
-    n = 1
-    for v in values:
-        n *= v
-    return n
 
 
 def squeeze(input, dim=None):
