@@ -19,65 +19,83 @@ from corenn.fx.passes import FxGraphDrawer, ShapeProp, fuse_conv_bn
 
 # -- models shared by the round-trip and oracle tests --------------------------------------------------------
 
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(6, 16)
-        self.fc2 = nn.Linear(16, 3)
+def define_models(lib):
+    """The test models written once against ``lib`` (corenn, or torch for the torch.fx oracle)."""
+    nn, F = lib.nn, lib.nn.functional
 
-    def forward(self, x):
-        return F.log_softmax(self.fc2(corenn.relu(self.fc1(x))), dim=-1)
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(6, 16)
+            self.fc2 = nn.Linear(16, 3)
+
+        def forward(self, x):
+            return F.log_softmax(self.fc2(lib.relu(self.fc1(x))), dim=-1)
+
+    class CNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                          nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4))
+            self.head = nn.Linear(4, 5)
+
+        def forward(self, x):
+            y = self.features(x).relu()
+            return self.head(y.mean(dim=(2, 3)))
+
+    class EncoderLayer(nn.Module):
+        """A transformer encoder layer written out from primitives (so tracing goes through attention)."""
+
+        def __init__(self, d=8, heads=2, ff=16):
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ff1 = nn.Linear(d, ff)
+            self.ff2 = nn.Linear(ff, d)
+            self.norm1 = nn.LayerNorm(d)
+            self.norm2 = nn.LayerNorm(d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            q = q.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+            k = k.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+            v = v.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+            att = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, d)
+            x = self.norm1(x + self.proj(y))
+            return self.norm2(x + self.ff2(F.gelu(self.ff1(x))))
+
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x, use_b=False, times=1):
+            for _ in range(times):  # Python loop over a plain int: unrolled
+                x = self.a(x).tanh()
+            if use_b:
+                x = self.b(x)
+            return x
+
+    class Seed003(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.param = nn.Parameter(lib.rand(3, 4))
+            self.linear = nn.Linear(4, 5)
+
+        def forward(self, x):
+            return lib.topk(lib.sum(self.linear(x + self.linear.weight).relu(), dim=-1), 3)
+
+    return {"mlp": MLP, "cnn_bn": CNN, "encoder_layer": EncoderLayer, "control_flow": Branchy,
+            "seed003": Seed003}
 
 
-class CNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
-                                      nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4))
-        self.head = nn.Linear(4, 5)
-
-    def forward(self, x):
-        y = self.features(x).relu()
-        return self.head(y.mean(dim=(2, 3)))
-
-
-class EncoderLayer(nn.Module):
-    """A transformer encoder layer written out from primitives (so tracing goes through attention)."""
-
-    def __init__(self, d=8, heads=2, ff=16):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ff1 = nn.Linear(d, ff)
-        self.ff2 = nn.Linear(ff, d)
-        self.norm1 = nn.LayerNorm(d)
-        self.norm2 = nn.LayerNorm(d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        q = q.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
-        k = k.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
-        v = v.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
-        att = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        x = self.norm1(x + self.proj(y))
-        return self.norm2(x + self.ff2(F.gelu(self.ff1(x))))
-
-
-class Branchy(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(4, 4)
-        self.b = nn.Linear(4, 4)
-
-    def forward(self, x, use_b=False, times=1):
-        for _ in range(times):  # Python loop over a plain int: unrolled
-            x = self.a(x).tanh()
-        if use_b:
-            x = self.b(x)
-        return x
+_MODELS = define_models(corenn)
+MLP, CNN, EncoderLayer, Branchy, Seed003 = (_MODELS[name] for name in
+                                             ("mlp", "cnn_bn", "encoder_layer", "control_flow", "seed003"))
 
 
 def _inputs(model):
@@ -169,16 +187,6 @@ def test_control_flow_in_module_raises_trace_error():
 
 
 # -- the seed-003 module: graph structure ---------------------------------------------------------------------
-
-class Seed003(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.param = nn.Parameter(corenn.rand(3, 4))
-        self.linear = nn.Linear(4, 5)
-
-    def forward(self, x):
-        return corenn.topk(corenn.sum(self.linear(x + self.linear.weight).relu(), dim=-1), 3)
-
 
 def test_parameters_become_get_attr_and_layers_call_module():
     gm = fx.symbolic_trace(Seed003())
@@ -491,75 +499,7 @@ def _signature(graph):
 
 
 def _torch_models(torch):
-    tnn = torch.nn
-    tF = torch.nn.functional
-
-    class TMLP(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = tnn.Linear(6, 16)
-            self.fc2 = tnn.Linear(16, 3)
-
-        def forward(self, x):
-            return tF.log_softmax(self.fc2(torch.relu(self.fc1(x))), dim=-1)
-
-    class TCNN(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.features = tnn.Sequential(tnn.Conv2d(2, 4, 3, padding=1), tnn.BatchNorm2d(4), tnn.ReLU(),
-                                           tnn.Conv2d(4, 4, 3), tnn.BatchNorm2d(4))
-            self.head = tnn.Linear(4, 5)
-
-        def forward(self, x):
-            y = self.features(x).relu()
-            return self.head(y.mean(dim=(2, 3)))
-
-    class TEncoderLayer(tnn.Module):
-        def __init__(self, d=8, heads=2, ff=16):
-            super().__init__()
-            self.heads = heads
-            self.qkv = tnn.Linear(d, 3 * d)
-            self.proj = tnn.Linear(d, d)
-            self.ff1 = tnn.Linear(d, ff)
-            self.ff2 = tnn.Linear(ff, d)
-            self.norm1 = tnn.LayerNorm(d)
-            self.norm2 = tnn.LayerNorm(d)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(x).chunk(3, dim=-1)
-            q = q.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
-            k = k.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
-            v = v.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
-            att = tF.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, d)
-            x = self.norm1(x + self.proj(y))
-            return self.norm2(x + self.ff2(tF.gelu(self.ff1(x))))
-
-    class TBranchy(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = tnn.Linear(4, 4)
-            self.b = tnn.Linear(4, 4)
-
-        def forward(self, x, use_b=False, times=1):
-            for _ in range(times):
-                x = self.a(x).tanh()
-            if use_b:
-                x = self.b(x)
-            return x
-
-    class TSeed003(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.param = tnn.Parameter(torch.rand(3, 4))
-            self.linear = tnn.Linear(4, 5)
-
-        def forward(self, x):
-            return torch.topk(torch.sum(self.linear(x + self.linear.weight).relu(), dim=-1), 3)
-
-    return {"mlp": TMLP, "cnn_bn": TCNN, "encoder_layer": TEncoderLayer, "control_flow": TBranchy,
-            "seed003": TSeed003}
+    return define_models(torch)
 
 
 ORACLE = ROUND_TRIP + [("seed003", Seed003, {})]
