@@ -31,8 +31,10 @@ import numpy as np
 from corenn.ops import conv as core_conv
 
 from corenn_numba._base import LazyModule, handles
+from corenn_numba._threads import split
 
 jit = LazyModule("corenn_numba._conv_jit")
+gemm = LazyModule("corenn_numba._gemm_jit")
 
 #: Bytes of im2col columns per chunk: a few images' worth that stay in the 1 MB L2 / shared L3 while
 #: the matmul reads them. Measured on the 64->64 3x3 conv (2.4 MB of columns per image): 1 image per
@@ -78,9 +80,9 @@ class Conv(core_conv.Conv):
         geometry = (kh, kw, stride[0], stride[1], pairs[0][0], pairs[1][0], dilation[0], dilation[1], out_h, out_w)
         weight_g = np.ascontiguousarray(w4).reshape(groups, out_channels // groups, -1)
         out = np.empty((n, out_channels, out_h * out_w), dtype=x4.dtype)
-        _conv_forward(x4, weight_g, bias, out, geometry)
+        _gemm_conv(x4, weight_g, bias, out, pairs, stride, dilation, (kh, kw), (out_h, out_w))
         ctx.save_for_backward(x4, weight_g)
-        ctx.params = (weight.shape, geometry, bias is not None)
+        ctx.params = (weight.shape, geometry, pairs, bias is not None)
         return out.reshape((n, out_channels, out_w) if one_d else (n, out_channels, out_h, out_w))
 
     @staticmethod
@@ -88,12 +90,19 @@ class Conv(core_conv.Conv):
         if ctx.fallback:
             return core_conv.Conv.backward(ctx, grad)
         x4, weight_g = ctx.saved
-        weight_shape, geometry, has_bias = ctx.params
+        weight_shape, geometry, pairs, has_bias = ctx.params
         n = x4.shape[0]
         grad3 = np.ascontiguousarray(grad).reshape(n, weight_shape[0], -1)
         need_x = ctx.next_edges[0] is not None
         need_w = ctx.next_edges[1] is not None
-        grad_x4, grad_w = _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w)
+        stride, dilation, kernel = geometry[2:4], geometry[6:8], geometry[0:2]
+        grad_x4 = None
+        if need_x and stride == (1, 1):
+            grad_x4 = _input_grad_stride1(grad3, weight_g, x4.shape, pairs, dilation, kernel, geometry[8:10])
+            need_x = False
+        grad_x_im2col, grad_w = _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w)
+        if grad_x4 is None:
+            grad_x4 = grad_x_im2col
         grad_x = grad_x4
         if grad_x4 is not None and len(weight_shape) == 3:
             grad_x = grad_x4[:, :, 0, :]
@@ -104,34 +113,47 @@ class Conv(core_conv.Conv):
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
 
-def _conv_forward(x4, weight_g, bias, out, geometry):
-    """``out`` (N, O, L) = conv of ``x4`` (N, C, H, W) with ``weight_g`` (g, O/g, C/g*kh*kw), plus bias."""
-    n, channels = x4.shape[:2]
-    groups, out_per_group, rows_per_group = weight_g.shape
-    plane = out.shape[2]
-    rows = channels * geometry[0] * geometry[1]
-    per_image = rows * plane * x4.itemsize
-    step = _chunk(n, per_image)
-    cols_buffer = np.empty(rows * step * plane, dtype=x4.dtype)
-    result_buffer = np.empty(groups * out_per_group * step * plane, dtype=x4.dtype) if step > 1 else None
-    bias_column = None if bias is None else bias.reshape(-1, 1)
-    no_bias = np.zeros(1, dtype=x4.dtype)
-    for n0 in range(0, n, step):
-        n1 = min(n, n0 + step)
-        width = (n1 - n0) * plane
-        cols = cols_buffer[:rows * width].reshape(rows, width)
-        jit.im2col(x4, n0, n1, cols, *geometry)
-        # One image: BLAS writes straight into the output (already N, O, L); several: into a
-        # (O, B*L) block that from_chunk scatters to the images, adding the bias on the way.
-        target = out[n0] if step == 1 else result_buffer[:out.shape[1] * width].reshape(out.shape[1], width)
-        for g in range(groups):
-            np.matmul(weight_g[g], cols[g * rows_per_group:(g + 1) * rows_per_group],
-                      out=target[g * out_per_group:(g + 1) * out_per_group])
-        if step == 1:
-            if bias_column is not None:
-                target += bias_column
-        else:
-            jit.from_chunk(target, n0, n1, out, no_bias if bias is None else bias, bias is not None)
+def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size):
+    """``out`` (N, O, L) = conv of ``x4`` with ``weight_g`` (g, O/g, C/g*kh*kw) plus ``bias``, on the microkernel.
+
+    Stride 1 runs as an implicit GEMM over the padded input; other strides pack im2col
+    panels as they go (see ``_gemm_jit``).
+    """
+    panels = gemm.pack_weight(weight_g)
+    columns = gemm.nr(x4.dtype)
+    has_bias = bias is not None
+    bias = bias if has_bias else np.zeros(1, dtype=x4.dtype)
+    n, groups = x4.shape[0], weight_g.shape[0]
+    work = out.size * weight_g.shape[2]
+    if tuple(stride) == (1, 1):
+        padded, padded_shape = gemm.pad_input(x4, pads, columns)
+        grid = (out_size[0] - 1) * padded_shape[3] + out_size[1]  # see conv_forward_stride1
+        split(gemm.conv_forward_stride1, n * groups * -(-grid // columns), work, padded, padded_shape, panels,
+              bias, has_bias, out, columns, *kernel, *dilation, *out_size)
+    else:
+        split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias, out,
+              columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size)
+
+
+def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_size):
+    """The input gradient of a stride-1 conv: itself a stride-1 conv of the output gradient.
+
+    grad_x[c, h, w] = sum over (o, i, j) of grad[o, h + top - i*dh, w + left - j*dw] * W[o, c, i, j],
+    which is a conv of ``grad`` with the kernel flipped in space, input and output channels
+    swapped within each group, and padding ``d*(k-1) - pad`` on each side.
+    """
+    groups, out_per_group = weight_g.shape[:2]
+    kh, kw = kernel
+    in_per_group = x_shape[1] // groups
+    flipped = (weight_g.reshape(groups, out_per_group, in_per_group, kh, kw)[:, :, :, ::-1, ::-1]
+               .transpose(0, 2, 1, 3, 4).reshape(groups, in_per_group, out_per_group * kh * kw))
+    reach = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))
+    grad_pads = tuple((r - before, r - after) for r, (before, after) in zip(reach, pads))
+    grad4 = grad3.reshape(grad3.shape[:2] + tuple(out_size))
+    grad_x = np.empty((x_shape[0], x_shape[1], x_shape[2] * x_shape[3]), dtype=grad3.dtype)
+    _gemm_conv(grad4, np.ascontiguousarray(flipped), None, grad_x, grad_pads, (1, 1), dilation, kernel,
+               x_shape[2:])
+    return grad_x.reshape(x_shape)
 
 
 def _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w):

@@ -153,6 +153,25 @@ def test_chunking_does_not_change_results(monkeypatch, chunk_bytes):
                         arrays, np.float64)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_tile_edges_same_as_core(dtype, stride, groups):
+    # 22 output channels per group: two full blocks of microkernel rows and a partial one; 13x17 pixels:
+    # several pixel blocks with a partial last one, on the implicit-GEMM grid (stride 1) and the packed path.
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (3, 5 * groups, 13, 17), (22 * groups, 5, 3, 3), (22 * groups,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=(1, 2), groups=groups), arrays, dtype)
+
+
+@pytest.mark.parametrize("padding", [0, 4])
+def test_input_gradient_when_padding_exceeds_the_kernel_reach(padding):
+    # Stride 1's input gradient runs as a conv padded by reach - padding: negative here, so it crops.
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, np.float64, (2, 3, 6, 7), (4, 3, 2, 3), (4,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, padding=padding), arrays, np.float64)
+
+
 def test_unbatched_and_non_contiguous_inputs():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 3, 9)).transpose(1, 2, 0)  # (3, 9, 8), not contiguous

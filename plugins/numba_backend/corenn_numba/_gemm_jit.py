@@ -1,0 +1,313 @@
+"""A register-blocked matrix-multiply microkernel for numba, and the convolution built on it.
+
+Imported on first use (through ``LazyModule``), so ``import corenn`` does not import numba.
+
+Why not numpy's BLAS: the OpenBLAS inside numpy picks its kernels by CPU model and falls
+back to its AVX2 ("Haswell") kernels on CPUs it does not know yet -- on the development
+machine's AMD Zen 5 that is half the machine's floating-point width, and no environment
+variable set after numpy is imported changes it. LLVM (under numba) knows the CPU it
+compiles for, so a kernel written here runs at the width the machine has.
+
+Why not a plain numba loop: LLVM keeps an accumulator in a register only if it is an SSA
+value, and numba's arrays live on the heap, so ``acc[i, j] += a * b`` loads and stores
+memory on every step (measured 7 GFLOP/s). ``microkernel`` is therefore written directly
+as LLVM IR through ``numba.extending.intrinsic``: ``MR x NR`` accumulators as vector
+values, one ``llvm.fma`` per vector per step of the shared dimension -- the BLIS design,
+in which everything else (packing the operands into the order the kernel reads them,
+edges, threads) is ordinary numba code. On Zen 5 one core runs it at about 170 GFLOP/s
+(float32), where numpy's BLAS gets about 100 per core.
+
+The convolution does not build an im2col matrix at all: ``pack_columns`` writes the im2col
+columns of ``NR`` output pixels straight into the packed panel the kernel reads, a panel
+that stays in the core's cache while every block of output channels is computed from it.
+Work items (image, group, block of pixels) are split over threads by ``corenn_numba._threads``;
+each item owns its output tiles, so no locks are needed.
+"""
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+from corenn_numba._conv_jit import _copy, _copy_strided, _inside, _zero
+
+#: Bytes in one vector register: 64 with AVX-512, else 32 (AVX2 / lower: LLVM splits wider vectors).
+VECTOR_BYTES = 64 if "+avx512f" in llvm.get_host_cpu_features().flatten() else 32
+#: Rows of the output tile: with 32 vector registers 8 rows x 2 vectors of accumulators fit beside the
+#: operands; with 16 registers (AVX2) 6 rows do (BLIS's Haswell kernel is 6 x 16 too).
+MR = 8 if VECTOR_BYTES == 64 else 6
+#: Vectors per tile row: two, so that each broadcast of an element of A feeds two FMAs.
+VECTORS_PER_ROW = 2
+
+
+def nr(dtype) -> int:
+    """Columns of the output tile for ``dtype``: two vector registers of it."""
+    return VECTORS_PER_ROW * VECTOR_BYTES // np.dtype(dtype).itemsize
+
+
+@intrinsic
+def microkernel(typingctx, a_panel, b_data, b_rows, b_start, tile, depth):
+    """``tile`` (MR*NR, row-major) = A (MR x depth) @ B (depth x NR).
+
+    ``a_panel[p*MR + i]`` is A[i, p] (A packed: each step of the shared dimension reads MR
+    consecutive scalars). Row p of B is the NR contiguous elements at
+    ``b_data[b_start + b_rows[p]:]``: a packed panel (``b_rows[p] = p*NR``) or rows read in
+    place from a larger array -- the padded input of an implicit-GEMM convolution. Float
+    arrays share one dtype (float32 or float64) and are contiguous and 1-d; the caller
+    guarantees that every row read lies inside ``b_data``.
+    """
+    floats = (a_panel, b_data, tile)
+    if not all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" for a in floats + (b_rows,)):
+        raise TypingError("microkernel takes contiguous 1-d arrays")
+    if len({a.dtype for a in floats}) != 1 or a_panel.dtype not in (types.float32, types.float64):
+        raise TypingError("microkernel takes float32 or float64 arrays of one dtype")
+    if b_rows.dtype != types.int64 or not isinstance(b_start, types.Integer) or not isinstance(depth, types.Integer):
+        raise TypingError("microkernel's b_rows must be int64 and b_start, depth integers")
+    float_type = ir.FloatType() if a_panel.dtype == types.float32 else ir.DoubleType()
+    lanes = VECTOR_BYTES // (4 if a_panel.dtype == types.float32 else 8)
+
+    def codegen(context, builder, signature, args):
+        a_ptr, b_ptr, rows_ptr, tile_ptr = (context.make_array(signature.args[k])(context, builder, args[k]).data
+                                            for k in (0, 1, 2, 4))
+        index = ir.IntType(64)
+
+        def as_index(value):
+            return builder.sext(value, index) if value.type.width < 64 else value
+
+        b_start_value, depth_value = as_index(args[3]), as_index(args[5])
+        vector = ir.VectorType(float_type, lanes)
+        vector_ptr = vector.as_pointer()
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                             f"llvm.fma.v{lanes}{'f32' if lanes * 4 == VECTOR_BYTES else 'f64'}")
+        zero = ir.Constant(vector, [0.0] * lanes)
+        splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+
+        def const(k):
+            return ir.Constant(index, k)
+
+        def vector_at(base, offset):
+            return builder.bitcast(builder.gep(base, [offset]), vector_ptr)
+
+        entry = builder.block
+        loop = builder.append_basic_block("depth_loop")
+        done = builder.append_basic_block("depth_done")
+        builder.cbranch(builder.icmp_signed(">", depth_value, const(0)), loop, done)
+
+        # One iteration per step p of the shared dimension; the accumulators are loop-carried values.
+        builder.position_at_end(loop)
+        p = builder.phi(index)
+        p.add_incoming(const(0), entry)
+        accumulators = [builder.phi(vector) for _ in range(MR * VECTORS_PER_ROW)]
+        for phi in accumulators:
+            phi.add_incoming(zero, entry)
+        b_row = builder.add(b_start_value, builder.load(builder.gep(rows_ptr, [p])))
+        b_vectors = [builder.load(vector_at(b_ptr, builder.add(b_row, const(v * lanes))), align=4)
+                     for v in range(VECTORS_PER_ROW)]
+        a_column = builder.mul(p, const(MR))
+        updated = []
+        for i in range(MR):
+            scalar = builder.load(builder.gep(a_ptr, [builder.add(a_column, const(i))]))
+            broadcast = builder.shuffle_vector(
+                builder.insert_element(ir.Constant(vector, ir.Undefined), scalar, ir.Constant(ir.IntType(32), 0)),
+                ir.Constant(vector, ir.Undefined), splat_mask)
+            for v in range(VECTORS_PER_ROW):
+                updated.append(builder.call(fma, [broadcast, b_vectors[v], accumulators[i * VECTORS_PER_ROW + v]]))
+        p_next = builder.add(p, const(1))
+        p.add_incoming(p_next, loop)
+        for phi, value in zip(accumulators, updated):
+            phi.add_incoming(value, loop)
+        builder.cbranch(builder.icmp_signed("<", p_next, depth_value), loop, done)
+
+        builder.position_at_end(done)
+        results = [builder.phi(vector) for _ in range(MR * VECTORS_PER_ROW)]  # LLVM wants every phi first
+        for k, result in enumerate(results):
+            result.add_incoming(zero, entry)
+            result.add_incoming(updated[k], loop)
+            builder.store(result, vector_at(tile_ptr, const(k * lanes)), align=4)
+        return context.get_dummy_value()
+
+    return types.void(a_panel, b_data, b_rows, b_start, tile, depth), codegen
+
+
+_jit = numba.njit(cache=True)
+# The drivers release the GIL: corenn_numba._threads runs slices of their work items on Python threads.
+_jit_nogil = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def pack_columns(image, c0, channels, panel, q0, count, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_w):
+    """The im2col columns of output pixels ``q0 .. q0+count`` of ``image`` (C, H, W), packed for ``microkernel``.
+
+    ``panel[p*columns + j]`` is the input under kernel tap ``p = (c*kh + i)*kw + j_k`` (input
+    channels ``c0 .. c0+channels``) for output pixel ``q0 + j``; taps outside the input and
+    pixels past ``count`` are zero. The pixels are cut into runs along output rows, so each
+    (tap, run) is one contiguous (or strided) copy.
+    """
+    height, width = image.shape[1], image.shape[2]
+    for c in range(channels):
+        plane = image[c0 + c]
+        for i in range(kh):
+            for j in range(kw):
+                row = panel[((c * kh + i) * kw + j) * columns:((c * kh + i) * kw + j + 1) * columns]
+                off_w = j * dw - pw
+                lo, hi = _inside(off_w, sw, width, out_w)
+                filled = 0
+                while filled < count:
+                    y = (q0 + filled) // out_w
+                    x0 = q0 + filled - y * out_w
+                    run = min(out_w - x0, count - filled)
+                    dst = row[filled:filled + run]
+                    ih = y * sh - ph + i * dh
+                    if ih < 0 or ih >= height:
+                        _zero(dst)
+                    else:
+                        a = min(max(lo - x0, 0), run)
+                        b = min(max(hi - x0, a), run)
+                        _zero(dst[:a])
+                        if sw == 1:
+                            _copy(dst[a:b], plane[ih, x0 + a + off_w:])
+                        else:
+                            _copy_strided(dst[a:b], plane[ih, (x0 + a) * sw + off_w:], sw)
+                        _zero(dst[b:])
+                    filled += run
+                _zero(row[count:])
+
+
+@_jit
+def _store_tile(tile, columns, out_image, o0, rows, q0, count, bias, has_bias):
+    """Rows ``0 .. rows`` and columns ``0 .. count`` of ``tile`` -> ``out_image[o0 + r, q0 + j]``, plus bias."""
+    for r in range(rows):
+        dst = out_image[o0 + r, q0:q0 + count]
+        src = tile[r * columns:r * columns + count]
+        shift = bias[o0 + r] if has_bias else 0
+        for k in range(count):
+            dst[k] = src[k] + shift
+
+
+@_jit_nogil
+def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh, kw, sh, sw, ph, pw, dh, dw,
+                 out_h, out_w):
+    """``out`` (N, O, out_h*out_w) = conv of ``x`` (N, C, H, W), plus ``bias`` (O,) when ``has_bias``.
+
+    Any stride, padding and dilation: each block of ``columns`` (``nr(dtype)``) output pixels
+    is packed by ``pack_columns``. ``weight_panels`` (groups, row_blocks, depth*MR) is the
+    weight packed by ``pack_weight``. Runs work items ``first .. last`` of the
+    ``N * groups * ceil(out_h*out_w / columns)`` (image, group, pixel block), so that
+    threads can split them.
+    """
+    n = x.shape[0]
+    groups, row_blocks = weight_panels.shape[0], weight_panels.shape[1]
+    c_per_group = x.shape[1] // groups
+    o_per_group = out.shape[1] // groups
+    depth = c_per_group * kh * kw
+    plane = out_h * out_w
+    col_blocks = (plane + columns - 1) // columns
+    panel_rows = np.arange(depth) * columns
+    panel = np.empty(depth * columns, dtype=x.dtype)
+    tile = np.empty(MR * columns, dtype=x.dtype)
+    for item in range(first, last):
+        b = item // (groups * col_blocks)
+        g = item // col_blocks - b * groups
+        q0 = (item - (b * groups + g) * col_blocks) * columns
+        count = min(columns, plane - q0)
+        pack_columns(x[b], g * c_per_group, c_per_group, panel, q0, count, columns,
+                     kh, kw, sh, sw, ph, pw, dh, dw, out_w)
+        for block in range(row_blocks):
+            microkernel(weight_panels[g, block], panel, panel_rows, 0, tile, depth)
+            rows = min(MR, o_per_group - block * MR)
+            _store_tile(tile, columns, out[b], g * o_per_group + block * MR, rows, q0, count, bias, has_bias)
+
+
+@_jit
+def _store_grid(tile, columns, out_image, o0, rows, q0, grid_width, out_h, out_w, bias, has_bias):
+    """Tile column j is grid position ``q0 + j = y*grid_width + x``: store the ones with x < out_w, y < out_h."""
+    j = 0
+    while j < columns:
+        y = (q0 + j) // grid_width
+        x = q0 + j - y * grid_width
+        if y >= out_h:
+            break
+        if x >= out_w:  # the padding columns of the grid: computed, not wanted
+            j += grid_width - x
+            continue
+        run = min(out_w - x, columns - j)
+        for r in range(rows):
+            dst = out_image[o0 + r, y * out_w + x:y * out_w + x + run]
+            src = tile[r * columns + j:r * columns + j + run]
+            shift = bias[o0 + r] if has_bias else 0
+            for k in range(run):
+                dst[k] = src[k] + shift
+        j += run
+
+
+@_jit_nogil
+def conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias, has_bias, out, columns, kh, kw,
+                         dh, dw, out_h, out_w):
+    """Stride-1 ``conv_forward`` as an implicit GEMM: B is read in place from the padded input.
+
+    ``padded`` is the zero-padded input of shape ``padded_shape`` (N, C, Hp, Wp), flat, with
+    ``columns`` spare elements at its end (see ``pad_input``). With stride 1 the input
+    under kernel tap (c, i, j) for output pixel (y, x) is at flat offset
+    ``c*Hp*Wp + i*dh*Wp + j*dw + y*Wp + x``: for consecutive grid positions ``y*Wp + x`` the
+    rows of B are contiguous runs of the padded input, so nothing is packed. The price is
+    computing the grid's ``Wp - out_w`` padding columns too (2 of 34 for a 3x3 'same' conv
+    on 32x32), whose results are dropped. Runs work items ``first .. last`` of the
+    ``N * groups * ceil(grid / columns)`` (image, group, block of grid positions).
+    """
+    n, channels, height_p, width_p = padded_shape
+    groups, row_blocks = weight_panels.shape[0], weight_panels.shape[1]
+    c_per_group = channels // groups
+    o_per_group = out.shape[1] // groups
+    depth = c_per_group * kh * kw
+    grid = (out_h - 1) * width_p + out_w  # grid positions up to the last wanted pixel
+    col_blocks = (grid + columns - 1) // columns
+    tap_rows = np.empty(depth, dtype=np.int64)
+    for c in range(c_per_group):
+        for i in range(kh):
+            for j in range(kw):
+                tap_rows[(c * kh + i) * kw + j] = (c * height_p + i * dh) * width_p + j * dw
+    tile = np.empty(MR * columns, dtype=padded.dtype)
+    for item in range(first, last):
+        b = item // (groups * col_blocks)
+        g = item // col_blocks - b * groups
+        q0 = (item - (b * groups + g) * col_blocks) * columns
+        start = (b * channels + g * c_per_group) * height_p * width_p + q0
+        for block in range(row_blocks):
+            microkernel(weight_panels[g, block], padded, tap_rows, start, tile, depth)
+            rows = min(MR, o_per_group - block * MR)
+            _store_grid(tile, columns, out[b], g * o_per_group + block * MR, rows, q0, width_p, out_h, out_w,
+                        bias, has_bias)
+
+
+def pack_weight(weight_g):
+    """(groups, O/g, depth) -> (groups, row_blocks, depth*MR): ``[g, blk, p*MR + i] = weight_g[g, blk*MR + i, p]``.
+
+    Rows past O/g (the last block's padding) are zero; their results are never stored.
+    """
+    groups, rows, depth = weight_g.shape
+    blocks = -(-rows // MR)
+    padded = np.zeros((groups, blocks * MR, depth), dtype=weight_g.dtype)
+    padded[:, :rows] = weight_g
+    return np.ascontiguousarray(padded.reshape(groups, blocks, MR, depth).transpose(0, 1, 3, 2)).reshape(
+        groups, blocks, depth * MR)
+
+
+def pad_input(x, pads, columns):
+    """``x`` (N, C, H, W) zero-padded by ``pads`` ((top, bottom), (left, right)), flat, plus ``columns`` spare zeros.
+
+    Returns the flat buffer and the padded shape. A negative pad crops (the input gradient of
+    a convolution padded by more than its kernel's reach runs as a conv with negative padding).
+    """
+    (top, bottom), (left, right) = pads
+    x = x[:, :, max(-top, 0):x.shape[2] - max(-bottom, 0), max(-left, 0):x.shape[3] - max(-right, 0)]
+    top, bottom, left, right = max(top, 0), max(bottom, 0), max(left, 0), max(right, 0)
+    n, channels, height, width = x.shape
+    shape = (n, channels, height + top + bottom, width + left + right)
+    buffer = np.zeros(int(np.prod(shape)) + columns, dtype=x.dtype)
+    buffer[:-columns].reshape(shape)[:, :, top:top + height, left:left + width] = x
+    return buffer, shape
