@@ -34,7 +34,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from corenn_numba._conv_jit import _copy, _copy_strided, _inside, _zero
+from corenn_numba._conv_jit import _add, _copy, _copy_strided, _inside, _zero
 
 #: Bytes in one vector register: 64 with AVX-512, else 32 (AVX2 / lower: LLVM splits wider vectors).
 VECTOR_BYTES = 64 if "+avx512f" in llvm.get_host_cpu_features().flatten() else 32
@@ -179,6 +179,12 @@ def pack_columns(image, c0, channels, panel, q0, count, columns, kh, kw, sh, sw,
 
 
 @_jit
+def _put_strided(dst, src, stride):
+    for k in range(src.shape[0]):
+        dst[k * stride] = src[k]
+
+
+@_jit
 def _store_tile(tile, columns, out_image, o0, rows, q0, count, bias, has_bias):
     """Rows ``0 .. rows`` and columns ``0 .. count`` of ``tile`` -> ``out_image[o0 + r, q0 + j]``, plus bias."""
     for r in range(rows):
@@ -311,3 +317,52 @@ def pad_input(x, pads, columns):
     buffer = np.zeros(int(np.prod(shape)) + columns, dtype=x.dtype)
     buffer[:-columns].reshape(shape)[:, :, top:top + height, left:left + width] = x
     return buffer, shape
+
+
+@_jit_nogil
+def conv_weight_grad_stride1(first, last, x, grad, groups, o_blocks, c_pad, columns, kh, kw, dh, dw, top, left,
+                             height_p, width_p, out_h, out_w):
+    """The weight gradient of a stride-1 conv from images ``first .. last``: (groups, o_blocks*MR, kh*kw, c_pad).
+
+    grad_w[o, c, i, j] = sum over images and output pixels (y, x) of
+    grad[o, y, x] * x_padded[c, y + i*dh, x + j*dw]. Per image, the padded input is laid out
+    channels-last on the padded grid (``c_pad`` channels, a multiple of ``columns``, per
+    position) and the output gradient on the same grid, packed ``MR`` channels at a time (zero
+    at the grid's padding columns). Then for every kernel tap (i, j) the sum over pixels is one
+    microkernel call per (output-channel block, input-channel block): A is the packed gradient,
+    and row q of B is the channels-last input at grid position ``q + i*dh*Wp + j*dw``, read in
+    place. Returns this slice's partial sum; the caller adds the slices.
+    """
+    n, channels = x.shape[0], x.shape[1]
+    c_per_group = channels // groups
+    o_per_group = grad.shape[1] // groups
+    grid = (out_h - 1) * width_p + out_w
+    taps = kh * kw
+    result = np.zeros((groups, o_blocks * MR, taps, c_pad), dtype=x.dtype)
+    image_last = np.zeros(groups * height_p * width_p * c_pad, dtype=x.dtype)
+    grad_panels = np.zeros((groups, o_blocks, grid * MR), dtype=x.dtype)
+    rows = np.arange(grid) * c_pad
+    tile = np.empty(MR * columns, dtype=x.dtype)
+    for b in range(first, last):
+        for g in range(groups):
+            for c in range(c_per_group):
+                plane = x[b, g * c_per_group + c]
+                for y in range(plane.shape[0]):
+                    start = ((g * height_p + y + top) * width_p + left) * c_pad + c
+                    _put_strided(image_last[start:], plane[y], c_pad)
+            for o in range(o_per_group):
+                panel = grad_panels[g, o // MR]
+                for y in range(out_h):
+                    _put_strided(panel[y * width_p * MR + o % MR:], grad[b, g * o_per_group + o, y], MR)
+        for g in range(groups):
+            base = g * height_p * width_p * c_pad
+            for i in range(kh):
+                for j in range(kw):
+                    shift = (i * dh * width_p + j * dw) * c_pad
+                    for c0 in range(0, c_pad, columns):
+                        for block in range(o_blocks):
+                            microkernel(grad_panels[g, block], image_last, rows, base + shift + c0, tile, grid)
+                            for r in range(MR):
+                                _add(result[g, block * MR + r, i * kw + j, c0:c0 + columns],
+                                     tile[r * columns:(r + 1) * columns])
+    return result

@@ -50,25 +50,26 @@ def _helpers(count: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def split(kernel, items: int, work: float, *args) -> None:
+def split(kernel, items: int, work: float, *args) -> list:
     """``kernel(first, last, *args)`` over ``range(items)``, in slices on up to ``thread_count()`` threads.
 
     ``work`` is the call's rough cost; under ``MIN_WORK`` everything runs on the calling thread.
-    An exception in any slice is raised here, after the other slices have finished.
+    Returns what each slice returned (a kernel that reduces returns its partial result). An
+    exception in any slice is raised here, after the other slices have finished.
     """
     threads = min(thread_count(), items)
     if threads <= 1 or work < MIN_WORK:
-        kernel(0, items, *args)
-        return
+        return [kernel(0, items, *args)]
     slices = min(items, threads * SLICES_PER_THREAD)
     bounds = [items * k // slices for k in range(slices + 1)]
+    results = [None] * slices
     tickets = itertools.count()  # next() on it is atomic under the GIL: each slice is taken once
 
     def drain():
         for k in iter(tickets.__next__, None):
             if k >= slices:
                 return
-            kernel(bounds[k], bounds[k + 1], *args)
+            results[k] = kernel(bounds[k], bounds[k + 1], *args)
 
     pool = _helpers(threads - 1)
     helpers = [pool.submit(drain) for _ in range(threads - 1)]
@@ -77,3 +78,4 @@ def split(kernel, items: int, work: float, *args) -> None:
     finally:
         for helper in helpers:
             helper.result()
+    return results

@@ -96,13 +96,18 @@ class Conv(core_conv.Conv):
         need_x = ctx.next_edges[0] is not None
         need_w = ctx.next_edges[1] is not None
         stride, dilation, kernel = geometry[2:4], geometry[6:8], geometry[0:2]
-        grad_x4 = None
-        if need_x and stride == (1, 1):
-            grad_x4 = _input_grad_stride1(grad3, weight_g, x4.shape, pairs, dilation, kernel, geometry[8:10])
-            need_x = False
-        grad_x_im2col, grad_w = _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w)
-        if grad_x4 is None:
-            grad_x4 = grad_x_im2col
+        grad_x4 = grad_w = None
+        if stride == (1, 1):
+            if need_x:
+                grad_x4 = _input_grad_stride1(grad3, weight_g, x4.shape, pairs, dilation, kernel, geometry[8:10])
+                need_x = False
+            if need_w and _weight_grad_fits_stride1(x4, weight_g):
+                grad_w = _weight_grad_stride1(x4, grad3, weight_g, pairs, dilation, kernel, geometry[8:10])
+                need_w = False
+        if need_x or need_w:
+            grad_x_im2col, grad_w_im2col = _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w)
+            grad_x4 = grad_x_im2col if grad_x4 is None else grad_x4
+            grad_w = grad_w_im2col if grad_w is None else grad_w
         grad_x = grad_x4
         if grad_x4 is not None and len(weight_shape) == 3:
             grad_x = grad_x4[:, :, 0, :]
@@ -133,6 +138,30 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
     else:
         split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias, out,
               columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size)
+
+
+def _weight_grad_fits_stride1(x4, weight_g):
+    """The implicit-GEMM weight gradient computes input channels in blocks of ``nr`` (32 float32s):
+    with fewer than half a block per group most of it would be padding, and im2col + BLAS is faster."""
+    return 2 * (x4.shape[1] // weight_g.shape[0]) >= gemm.nr(x4.dtype)
+
+
+def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size):
+    """The weight gradient of a stride-1 conv, (groups, O/g, C/g*kh*kw), on the microkernel (see ``_gemm_jit``)."""
+    n, channels, height, width = x4.shape
+    groups, out_per_group = weight_g.shape[:2]
+    in_per_group = channels // groups
+    columns = gemm.nr(x4.dtype)
+    c_pad = -(-in_per_group // columns) * columns
+    o_blocks = -(-out_per_group // gemm.MR)
+    (top, bottom), (left, right) = pads
+    padded_size = (height + top + bottom, width + left + right)
+    grad4 = grad3.reshape(grad3.shape[:2] + tuple(out_size))
+    partials = split(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, o_blocks,
+                     c_pad, columns, *kernel, *dilation, top, left, *padded_size, *out_size)
+    total = partials[0] if len(partials) == 1 else np.sum(partials, axis=0)
+    # (groups, O/g padded, taps, C/g padded) -> (groups, O/g, C/g, taps)
+    return total[:, :out_per_group, :, :in_per_group].transpose(0, 1, 3, 2).reshape(weight_g.shape)
 
 
 def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_size):
