@@ -13,7 +13,9 @@ Rows (float32; the same weights and batches in every column):
 
 Columns take turns in ``--rounds`` rounds (core, numba, PyTorch, core, ...): load on a shared machine
 hits all alike; the table shows medians and ratios. ``corenn_numba.disable()`` / ``enable()``
-switch between the first two columns, outside the timed region.
+switch between the first two columns, outside the timed region. Then the same rows run again in two
+processes of their own, PyTorch's and corenn's (torch not imported), and every column keeps its faster
+figure: in one process each framework's idle threads can still be spinning when the other's work starts.
 
 Warm-up: the first call of each compiled kernel compiles it (numba ``cache=True`` then writes it to
 disk); a later process loads it. Measured in fresh subprocesses: the plugin disabled (no compiling),
@@ -297,13 +299,14 @@ def warmup_table() -> None:
 
 # -- the table -------------------------------------------------------------------------------------------------
 
-def _torch_alone(args) -> list | None:
-    """The PyTorch column measured again in a process of its own (the corenn columns built but not timed)."""
-    command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--torch-alone", "--rounds", str(args.rounds),
+def _alone(args, which: str) -> list | None:
+    """Columns measured again in a process of their own: ``pytorch`` (the corenn columns built but not timed)
+    or ``corenn`` (core and numba, torch not imported). One dict of column medians per row, or None."""
+    command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--alone", which, "--rounds", str(args.rounds),
                "--steps", str(args.steps), "--threads", str(args.threads)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:
-        print(f"PyTorch alone: failed ({result.stderr.strip().splitlines()[-1:]}); using the shared-process figures")
+        print(f"{which} alone: failed ({result.stderr.strip().splitlines()[-1:]}); using the shared-process figures")
         return None
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -315,7 +318,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2, help="PyTorch intra-op threads")
     ap.add_argument("--skip-warmup", action="store_true", help="leave out the warm-up subprocesses")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--torch-alone", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--alone", choices=["pytorch", "corenn"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.probe:
         _probe()
@@ -324,6 +327,8 @@ def main(argv=None) -> None:
     import corenn
     import corenn_numba
     try:
+        if args.alone == "corenn":
+            raise ImportError("the corenn columns alone: no torch in this process")
         import torch
         torch.set_num_threads(args.threads)
     except ImportError:
@@ -333,7 +338,7 @@ def main(argv=None) -> None:
     rows = []
 
     def measure(name, unit, scale, columns, steps, target=None, no_slowdown=False):
-        if args.torch_alone:
+        if args.alone == "pytorch":
             columns = {"pytorch": columns["pytorch"]}
         medians = _interleaved(columns, args.rounds, steps)
         row = {"name": name, "unit": unit, "target": target, "no_slowdown": no_slowdown,
@@ -358,16 +363,20 @@ def main(argv=None) -> None:
     measure("(d) small overridden op: softmax 8x10 fwd+bwd", "us", 1e6, _small_softmax_columns(corenn, torch),
             steps * 10)
 
-    if args.torch_alone:
-        print(json.dumps([row.get("pytorch") for row in rows]))
+    if args.alone:
+        print(json.dumps([{k: row[k] for k in ("core", "numba", "pytorch") if k in row} for row in rows]))
         return
-    alone = _torch_alone(args) if torch is not None else None
-    if alone:
-        # The reference is the faster PyTorch figure: in the shared process PyTorch's thread pool sometimes
-        # competes with numpy's BLAS threads (seen: the MLP step 6.9 ms there, 3.1 ms alone).
-        for row, value in zip(rows, alone):
-            row["pytorch_shared"], row["pytorch_alone"] = row["pytorch"], value
-            row["pytorch"] = min(row["pytorch"], value)
+    # Each column is also measured in a process of its own and the faster figure kept. In the shared process
+    # one framework's idle threads can still be spinning when the other's work starts (seen: PyTorch's MLP
+    # step 6.9 ms there, 3.1 ms alone; corenn-numba's conv forward 15 ms there, 7 ms alone).
+    for which, names in (("pytorch", ("pytorch",)), ("corenn", ("core", "numba"))):
+        if which == "pytorch" and torch is None:
+            continue
+        alone = _alone(args, which)
+        for row, values in zip(rows, alone or []):
+            for name in names:
+                row[f"{name}_shared"], row[f"{name}_alone"] = row[name], values[name]
+                row[name] = min(row[name], values[name])
 
     print(f"\ncorenn-numba {corenn_numba.__version__} (numba {numba.__version__}, "
           f"{numba.config.NUMBA_NUM_THREADS} threads) vs the core (plugin disabled) vs PyTorch "
@@ -375,10 +384,10 @@ def main(argv=None) -> None:
           f"interleaved rounds; {os.cpu_count()} CPUs")
     overridden = sorted({r.op for r in corenn_numba._registrations()})
     print(f"kernels overridden: {', '.join(overridden)}")
-    print("PyTorch column: the faster of PyTorch in this process and alone in its own process "
-          "(PT same / alone below)")
-    header = ["workload", "unit", "core", "numba", "PyTorch", "PT same / alone", "core/PT", "numba/PT", "numba/core", "target",
-              "met"]
+    print("every column: the faster of the figure in this process and the one alone in its own process "
+          "(same / alone below for numba and PyTorch)")
+    header = ["workload", "unit", "core", "numba", "PyTorch", "numba same / alone", "PT same / alone", "core/PT",
+              "numba/PT", "numba/core", "target", "met"]
     lines = []
     for row in rows:
         core, fast, ref = row.get("core"), row.get("numba"), row.get("pytorch")
@@ -390,8 +399,9 @@ def main(argv=None) -> None:
             target, met = f"numba/core <= {NO_SLOWDOWN}", "yes" if fast / core <= NO_SLOWDOWN else "NO"
         else:
             target, met = "-", "-"
-        both = (f"{row['pytorch_shared']:.3g} / {row['pytorch_alone']:.3g}" if "pytorch_alone" in row else "-")
-        lines.append([row["name"], row["unit"], f"{core:.3g}", f"{fast:.3g}", "-" if ref is None else f"{ref:.3g}", both,
+        both = [f"{row[name + '_shared']:.3g} / {row[name + '_alone']:.3g}" if name + "_alone" in row else "-"
+                for name in ("numba", "pytorch")]
+        lines.append([row["name"], row["unit"], f"{core:.3g}", f"{fast:.3g}", "-" if ref is None else f"{ref:.3g}", *both,
                       "-" if ref is None else f"{core / ref:.2f}x", "-" if ratio is None else f"{ratio:.2f}x",
                       f"{fast / core:.2f}x", target, met])
     widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header))]

@@ -1,17 +1,25 @@
-"""conv (1-d and 2-d) and conv_transpose (1-d and 2-d): im2col/col2im compiled with numba, chunked.
+"""conv (1-d and 2-d) and conv_transpose (1-d and 2-d), compiled with numba.
 
-The core builds one im2col buffer for the whole batch (C*k*N*L elements: 75 MB for a
-64->64 3x3 conv on 32x64x32x32) and keeps it for backward. Here a compiled im2col
-fills the columns of a few images at a time -- a chunk of about ``CHUNK_BYTES``
-that stays in cache -- and one BLAS matmul per group consumes it while it is still
-there. Padding is folded into im2col (windows read zeros outside the input), so no
-padded copy is made either. Backward recomputes each chunk's columns from the saved
-input instead of keeping them (a cache-resident rewrite costs less than re-reading a
-75 MB buffer from memory), and col2im adds the column gradients back image by image.
+conv runs on the register-blocked microkernel of ``_gemm_jit`` (LLVM vector FMAs at the
+machine's full width, where numpy's OpenBLAS may use half of it), without an im2col matrix:
 
-``conv_transpose`` is the same pair run the other way: its forward is conv's
-input-gradient (matmul, then col2im), its backward is conv's forward (im2col, then
-matmul).
+- forward, stride 1 (every 'same' and 'valid' 3x3 conv): an implicit GEMM whose B operand
+  is read in place from the zero-padded input;
+- forward, other strides: the im2col columns of a few output pixels are packed straight into
+  the panel the microkernel reads, and consumed while in cache;
+- backward, stride 1: the input gradient is itself a stride-1 conv (of the output gradient
+  with the kernel flipped and the channels swapped), and the weight gradient is one
+  microkernel call per (tap, channel blocks) over a channels-last copy of each image.
+
+Work items (image, group, pixel block) are split over threads by ``_threads.split``.
+
+What remains on im2col + BLAS (numpy's matmul): the backward of strided convs, the weight
+gradient when a group has too few input channels to fill the microkernel's columns (the
+first conv of a network, on 1 or 3 channels), and ``conv_transpose``, whose forward is
+conv's input gradient (matmul, then col2im) and whose backward is conv's forward (im2col,
+then matmul). There a compiled im2col fills the columns of a few images at a time -- a chunk
+of about ``CHUNK_BYTES`` that stays in cache -- with padding folded in, and backward
+recomputes each chunk's columns from the saved input instead of keeping them.
 
 Handled: float32/float64 inputs with 1 or 2 spatial dims, any stride, padding
 (asymmetric 'same' included), dilation, groups and output_padding. 3-d
@@ -59,7 +67,7 @@ def _lift(x, weight, stride, dilation):
 
 
 class Conv(core_conv.Conv):
-    """``conv`` for 1-d and 2-d float32/float64 inputs: chunked im2col + BLAS, col2im in backward."""
+    """``conv`` for 1-d and 2-d float32/float64 inputs on the microkernel (im2col + BLAS for what it leaves)."""
 
     fallback = False
 
@@ -186,7 +194,7 @@ def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_si
 
 
 def _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w):
-    """Gradients of ``_conv_forward`` for input and weight: (N, C, H, W) and (g, O/g, C/g*k), or None."""
+    """Gradients of conv for input and weight by im2col + BLAS: (N, C, H, W) and (g, O/g, C/g*k), or None."""
     n, channels = x4.shape[:2]
     groups, out_per_group, rows_per_group = weight_g.shape
     out_channels = groups * out_per_group
