@@ -21,7 +21,8 @@ from corenn.dispatch import KernelRegistration, kernels
 
 __version__ = "0.1.0"
 PRIORITY = 10
-_KERNEL_MODULES: tuple[str, ...] = ("corenn_numba.nn", "corenn_numba.scatter", "corenn_numba.norms", "corenn_numba.optim", "corenn_numba.conv", "corenn_numba.pooling",)  # e.g. ("corenn_numba.conv", ...): filled as kernel families land
+_KERNEL_MODULES: tuple[str, ...] = ("corenn_numba.nn", "corenn_numba.scatter", "corenn_numba.norms", "corenn_numba.optim",
+                                    "corenn_numba.conv", "corenn_numba.pooling", "corenn_numba.linear")
 _enabled = os.environ.get("CORENN_NUMBA_DISABLE", "") in ("", "0")
 
 

@@ -1,0 +1,84 @@
+"""linear (the dense layer: ``x @ weight.T + bias``, forward and both gradients) on the microkernel.
+
+numpy's matmul hands these to OpenBLAS, which on CPUs newer than its kernel tables (the
+development machine's AMD Zen 5) runs its AVX2 kernels at half the machine's vector width.
+Here all three products of a dense layer -- ``x @ W.T`` (+ bias, added while storing),
+``grad @ W`` and ``grad.T @ x`` -- run on ``_gemm_jit``'s microkernel: the left operand is
+packed once per call, each block of output columns packs its slice of the right operand,
+and the blocks are split over threads by ``_threads.split``. Transposed operands are
+strided views; packing reads them along whichever axis is contiguous.
+
+Handled: float32/float64 with at least ``MIN_ROWS`` rows (batch) and a product big enough
+to be worth the packing (``MIN_WORK`` multiply-adds); inputs with more than 2 dims are seen
+as 2-d. Smaller or other products (single vectors, integer or float16 dtypes) run the core
+kernel, i.e. numpy's matmul.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from corenn.ops import nn as core_nn
+
+from corenn_numba._base import LazyModule, handles
+from corenn_numba._threads import split
+
+gemm = LazyModule("corenn_numba._gemm_jit")
+
+#: Products with fewer rows than a microkernel tile (8) would compute mostly padding: numpy does those.
+MIN_ROWS = 8
+#: Below this many multiply-adds the packing and the call cost more than BLAS's small-matrix paths.
+MIN_WORK = 1 << 16
+
+
+def matmul(a, b, bias=None):
+    """``a @ b (+ bias)`` for 2-d float arrays of one dtype, any strides; a new C-contiguous result."""
+    m, n = a.shape[0], b.shape[1]
+    columns = gemm.nr(a.dtype)
+    panels = np.zeros((-(-m // gemm.MR), a.shape[1] * gemm.MR), dtype=a.dtype)
+    gemm.pack_rows(a, panels)
+    out = np.empty((m, n), dtype=a.dtype)
+    has_bias = bias is not None
+    split(gemm.matmul_columns, -(-n // columns), m * n * a.shape[1], panels, m, b, out,
+          bias if has_bias else out[0, :0], has_bias, columns)
+    return out
+
+
+def _worth_it(m, k, n):
+    return min(m, n) >= MIN_ROWS and k > 0 and m * k * n >= MIN_WORK
+
+
+class Linear(core_nn.Linear):
+    """``linear`` for float32/float64 batches: the three products on the microkernel."""
+
+    fallback = False
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        rows = x.size // max(x.shape[-1], 1) if x.ndim >= 2 else 0
+        if x.ndim < 2 or not handles(x, weight, bias) or not _worth_it(rows, weight.shape[1], weight.shape[0]):
+            ctx.fallback = True
+            return core_nn.Linear.forward(ctx, x, weight, bias)
+        x2 = x.reshape(rows, x.shape[-1])
+        ctx.save_for_backward(x2, weight)
+        ctx.params = (x.shape, bias is not None)
+        out = matmul(x2, weight.T, bias)
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fallback:
+            return core_nn.Linear.backward(ctx, grad)
+        x2, weight = ctx.saved
+        x_shape, has_bias = ctx.params
+        grad2 = grad.reshape(x2.shape[0], weight.shape[0])
+        grad_x = grad_weight = grad_bias = None
+        if ctx.next_edges[0] is not None:
+            grad_x = matmul(grad2, weight).reshape(x_shape)
+        if ctx.next_edges[1] is not None:
+            grad_weight = matmul(grad2.T, x2)
+        if has_bias and ctx.next_edges[2] is not None:
+            grad_bias = grad2.sum(axis=0)
+        return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
+
+
+OVERRIDES = [("linear", Linear)]
