@@ -1,0 +1,47 @@
+"""corenn_numba._gemm_jit: the microkernel against numpy, and its typing errors."""
+import numba
+import numpy as np
+import pytest
+from numba.core.errors import TypingError
+
+from corenn_numba import _gemm_jit as gemm
+
+
+@numba.njit
+def _call(a_panel, b_data, b_rows, b_start, tile, depth):
+    gemm.microkernel(a_panel, b_data, b_rows, b_start, tile, depth)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("depth", [0, 1, 37])
+def test_microkernel_computes_a_packed_tile_with_rows_read_in_place(dtype, depth):
+    rng = np.random.default_rng(0)
+    columns, rows = gemm.nr(dtype), gemm.MR
+    a = rng.standard_normal((rows, depth)).astype(dtype)
+    source = rng.standard_normal(5 + depth * 3 * columns).astype(dtype)
+    b_rows = (np.arange(depth) * 3 * columns).astype(np.int64)[::-1].copy()  # B's rows anywhere in source
+    b = np.stack([source[5 + r:5 + r + columns] for r in b_rows]) if depth else np.zeros((0, columns), dtype)
+    tile = np.full(rows * columns, np.nan, dtype=dtype)
+    _call(np.ascontiguousarray(a.T).reshape(-1), source, b_rows, 5, tile, depth)
+    np.testing.assert_allclose(tile.reshape(rows, columns), a @ b, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_microkernel_rejects_mixed_or_integer_dtypes_by_name():
+    rows = np.zeros(1, dtype=np.int64)
+    with pytest.raises(TypingError, match="float32 or float64 arrays of one dtype"):
+        _call(np.zeros(8, np.float32), np.zeros(32, np.float64), rows, 0, np.zeros(256, np.float32), 1)
+    with pytest.raises(TypingError, match="float32 or float64 arrays of one dtype"):
+        _call(np.zeros(8, np.int32), np.zeros(32, np.int32), rows, 0, np.zeros(256, np.int32), 1)
+    with pytest.raises(TypingError, match="b_rows must be int64"):
+        _call(np.zeros(8), np.zeros(32), rows.astype(np.int32), 0, np.zeros(256), 1)
+
+
+def test_pack_weight_lays_rows_out_in_microkernel_order():
+    weight = np.arange(2 * 11 * 3, dtype=np.float32).reshape(2, 11, 3)  # 2 groups, 11 rows: a partial block
+    panels = gemm.pack_weight(weight)
+    assert panels.shape == (2, 2, 3 * gemm.MR)
+    blocks = panels.reshape(2, 2, 3, gemm.MR)
+    np.testing.assert_array_equal(blocks[1, 0, 2, :], weight[1, :gemm.MR, 2])
+    np.testing.assert_array_equal(blocks[1, 1, 2, :11 - gemm.MR], weight[1, gemm.MR:, 2])
+    assert not blocks[:, 1, :, 11 - gemm.MR:].any()  # the padding rows are zero
