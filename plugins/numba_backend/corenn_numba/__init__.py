@@ -6,13 +6,15 @@ kernel falls back to the core kernel it overrides for dtypes or layouts it does 
 handle, so results never depend on whether the plugin is installed beyond float32
 rounding.
 
-Turn it off for A/B comparisons with ``CORENN_NUMBA_DISABLE=1`` (at import) or
-``corenn_numba.disable()`` / ``corenn_numba.enable()`` at run time.
+Turn it off for A/B comparisons with ``CORENN_NUMBA_DISABLE=1`` (at import),
+``corenn_numba.disable()`` / ``corenn_numba.enable()`` at run time, or for a block with
+``with corenn_numba.disabled():``.
 
 Each kernel module lists its overrides in ``OVERRIDES``: ``(op name, kernel class)``.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 
@@ -66,6 +68,23 @@ def enable() -> None:
 
 def is_enabled() -> bool:
     return _enabled
+
+
+@contextlib.contextmanager
+def disabled():
+    """The core's kernels inside the block, the plugin's again after it (if they were on before)::
+
+        with corenn_numba.disabled():
+            expected = model(x)      # numpy kernels
+        got = model(x)               # compiled kernels
+    """
+    was_enabled = _enabled
+    disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            enable()
 
 
 @corenn.hookimpl

@@ -6,7 +6,6 @@ plugin enabled and disabled); the conformance kit's ``check_op`` with the plugin
 kernels dispatched (gradients against finite differences in float64); the layers against
 PyTorch when it is installed.
 """
-import contextlib
 
 import numpy as np
 import pytest
@@ -23,16 +22,6 @@ SETTINGS = settings(max_examples=25, deadline=None)
 TOL = {np.float32: dict(rtol=1e-4, atol=1e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
-@contextlib.contextmanager
-def core_kernels():
-    """The core's kernels inside the block; the plugin's again afterwards."""
-    corenn_numba.disable()
-    try:
-        yield
-    finally:
-        corenn_numba.enable()
-
-
 def forward_backward(fn, arrays, needs_grad=None):
     """``fn(*tensors)`` and the gradients of the inputs (``needs_grad`` picks which require grad)."""
     needs_grad = needs_grad or [a is not None for a in arrays]
@@ -47,7 +36,7 @@ def forward_backward(fn, arrays, needs_grad=None):
 
 def assert_same_as_core(fn, arrays, dtype, needs_grad=None):
     got, got_grads = forward_backward(fn, arrays, needs_grad)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected, expected_grads = forward_backward(fn, arrays, needs_grad)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, **TOL[dtype])
@@ -61,7 +50,7 @@ def assert_same_as_core(fn, arrays, dtype, needs_grad=None):
 def test_plugin_kernels_are_dispatched():
     assert kernels.lookup("conv", "cpu") is numba_conv.Conv
     assert kernels.lookup("conv_transpose", "cpu") is numba_conv.ConvTranspose
-    with core_kernels():
+    with corenn_numba.disabled():
         assert kernels.lookup("conv", "cpu") is not numba_conv.Conv
 
 

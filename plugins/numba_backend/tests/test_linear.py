@@ -5,7 +5,6 @@ compared; the conformance kit checks gradients against finite differences in flo
 layer is compared with PyTorch when it is installed. ``MIN_WORK`` is lowered where a test wants
 small shapes to take the compiled path (tile edges are what such shapes exercise).
 """
-import contextlib
 
 import numpy as np
 import pytest
@@ -19,15 +18,6 @@ from corenn.testing.opcheck import Float, OpCase, check_op
 from corenn_numba import linear as numba_linear
 
 TOL = {np.float32: dict(rtol=1e-4, atol=1e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
-
-
-@contextlib.contextmanager
-def core_kernels():
-    corenn_numba.disable()
-    try:
-        yield
-    finally:
-        corenn_numba.enable()
 
 
 @pytest.fixture
@@ -46,7 +36,7 @@ def forward_backward(fn, arrays):
 def assert_same_as_core(fn, arrays):
     dtype = arrays[0].dtype.type
     got, got_grads = forward_backward(fn, arrays)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected, expected_grads = forward_backward(fn, arrays)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, **TOL[dtype])
@@ -58,7 +48,7 @@ def assert_same_as_core(fn, arrays):
 
 def test_plugin_kernel_is_dispatched():
     assert kernels.lookup("linear", "cpu") is numba_linear.Linear
-    with core_kernels():
+    with corenn_numba.disabled():
         assert kernels.lookup("linear", "cpu") is not numba_linear.Linear
 
 
@@ -115,7 +105,7 @@ def test_only_the_needed_gradients_are_computed(every_size):
 def test_other_dtypes_fall_back_to_the_core(every_size, dtype):
     x = corenn.tensor(np.arange(24 * 10).reshape(24, 10).astype(dtype))
     w = corenn.tensor(np.ones((16, 10), dtype=dtype))
-    with core_kernels():
+    with corenn_numba.disabled():
         expected = F.linear(x, w).numpy()
     np.testing.assert_array_equal(F.linear(x, w).numpy(), expected)
 

@@ -4,7 +4,6 @@ Each check runs the same expression with the plugin enabled and disabled (the co
 and compares outputs and gradients; gradients are also checked against finite differences in
 float64, and the layers against PyTorch when it is installed.
 """
-import contextlib
 
 import numpy as np
 import pytest
@@ -21,16 +20,6 @@ SETTINGS = settings(max_examples=15, deadline=None)
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
 
 
-@contextlib.contextmanager
-def core_kernels():
-    """The core's kernels inside the block; the plugin's again afterwards."""
-    corenn_numba.disable()
-    try:
-        yield
-    finally:
-        corenn_numba.enable()
-
-
 def forward_backward(fn, arrays, grad_seed=0):
     """``fn(*tensors)`` and the gradients of every float input for a random upstream gradient."""
     tensors = [corenn.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
@@ -42,7 +31,7 @@ def forward_backward(fn, arrays, grad_seed=0):
 
 def assert_same_as_core(fn, arrays, dtype):
     got, got_grads = forward_backward(fn, arrays)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected, expected_grads = forward_backward(fn, arrays)
     assert got.dtype == expected.dtype
     np.testing.assert_allclose(got, expected, **TOL[dtype])
@@ -56,7 +45,7 @@ def test_plugin_kernels_are_dispatched():
     assert kernels.lookup("softmax", "cpu") is numba_nn.Softmax
     assert kernels.lookup("log_softmax", "cpu") is numba_nn.LogSoftmax
     assert kernels.lookup("cross_entropy", "cpu") is numba_nn.CrossEntropy
-    with core_kernels():
+    with corenn_numba.disabled():
         assert kernels.lookup("cross_entropy", "cpu") is not numba_nn.CrossEntropy
 
 
@@ -85,7 +74,7 @@ def test_softmax_large_logits_stay_finite():
 def test_softmax_nan_propagates_like_core():
     x = np.array([[0.0, np.nan, 1.0], [0.0, 1.0, 2.0]], dtype=np.float32)
     got = corenn.softmax(corenn.tensor(x), -1).numpy()
-    with core_kernels():
+    with corenn_numba.disabled():
         expected = corenn.softmax(corenn.tensor(x), -1).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     np.testing.assert_allclose(got[1], expected[1], rtol=1e-6)
@@ -99,7 +88,7 @@ def test_softmax_other_axis_and_float16_fall_back():
     half = corenn.randn(2, 5).to(corenn.float16)
     out = corenn.softmax(half, -1)
     assert out.dtype is corenn.float16
-    with core_kernels():
+    with corenn_numba.disabled():
         np.testing.assert_array_equal(out.numpy(), corenn.softmax(half, -1).numpy())
 
 
@@ -190,7 +179,7 @@ def test_cross_entropy_float16_falls_back():
     logits = corenn.randn(3, 4).to(corenn.float16)
     target = corenn.tensor([0, 1, 3])
     got = F.cross_entropy(logits, target)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected = F.cross_entropy(logits, target)
     assert got.dtype is corenn.float16
     np.testing.assert_array_equal(got.numpy(), expected.numpy())

@@ -3,7 +3,6 @@
 Each check runs the same expression with the plugin enabled and disabled (the core's kernels)
 and compares outputs, running statistics and gradients.
 """
-import contextlib
 
 import numpy as np
 import pytest
@@ -19,15 +18,6 @@ SETTINGS = settings(max_examples=15, deadline=None)
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-9, atol=1e-10)}
 
 
-@contextlib.contextmanager
-def core_kernels():
-    corenn_numba.disable()
-    try:
-        yield
-    finally:
-        corenn_numba.enable()
-
-
 def run_and_grads(fn, arrays, dtype):
     tensors = [None if a is None else corenn.tensor(a, requires_grad=True) for a in arrays]
     out = fn(*tensors)
@@ -38,7 +28,7 @@ def run_and_grads(fn, arrays, dtype):
 
 def assert_same_as_core(fn, arrays, dtype):
     got, got_grads = run_and_grads(fn, arrays, dtype)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected, expected_grads = run_and_grads(fn, arrays, dtype)
     assert got.dtype == expected.dtype
     np.testing.assert_allclose(got, expected, **TOL[dtype])
@@ -153,13 +143,13 @@ def test_float16_and_noncontiguous_fall_back():
     half = corenn.randn(2, 4, 3).to(corenn.float16)
     out = F.layer_norm(half, (3,))
     assert out.dtype is corenn.float16
-    with core_kernels():
+    with corenn_numba.disabled():
         np.testing.assert_array_equal(out.numpy(), F.layer_norm(half, (3,)).numpy())
     strided = corenn.randn(4, 6, 5, requires_grad=True).transpose(1, 2)  # (4, 5, 6), not contiguous
     assert not strided._data.flags.c_contiguous
     got = F.group_norm(strided, 5)
     assert got.grad_fn.fallback
-    with core_kernels():
+    with corenn_numba.disabled():
         np.testing.assert_allclose(got.detach().numpy(), F.group_norm(strided, 5).detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
 

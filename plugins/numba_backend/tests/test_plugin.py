@@ -69,6 +69,23 @@ def test_disable_and_enable_switch_every_override_at_run_time():
         assert [r.source for r in kernels.registrations(op)].count("numba") == 1, op
 
 
+def test_disabled_block_restores_the_state_it_found():
+    ops = _overridden_ops()
+    with pytest.raises(KeyError):
+        with corenn_numba.disabled():
+            assert {op: kernels.source_of(op, "cpu") for op in ops} == {op: "corenn.ops" for op in ops}
+            raise KeyError("an error inside the block")
+    assert corenn_numba.is_enabled()
+    assert all(kernels.source_of(op, "cpu") == "numba" for op in ops)
+    try:
+        corenn_numba.disable()
+        with corenn_numba.disabled():
+            pass
+        assert not corenn_numba.is_enabled()  # it was off before the block: it stays off
+    finally:
+        corenn_numba.enable()
+
+
 def test_the_environment_variable_turns_the_plugin_off_from_import():
     code = ("import json, corenn, corenn_numba\n"
             "from corenn.dispatch import kernels\n"

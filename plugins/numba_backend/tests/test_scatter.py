@@ -3,7 +3,6 @@
 Each check runs the same expression with the plugin enabled and disabled (the core's kernels)
 and compares outputs and gradients; the conformance kit and PyTorch check the ops as users call them.
 """
-import contextlib
 
 import numpy as np
 import pytest
@@ -19,15 +18,6 @@ from corenn_numba import scatter as numba_scatter
 SETTINGS = settings(max_examples=15, deadline=None)
 
 
-@contextlib.contextmanager
-def core_kernels():
-    corenn_numba.disable()
-    try:
-        yield
-    finally:
-        corenn_numba.enable()
-
-
 def run_and_grads(fn, arrays, grad_inputs=(0,)):
     tensors = [corenn.tensor(a, requires_grad=i in grad_inputs) for i, a in enumerate(arrays)]
     out = fn(*tensors)
@@ -40,7 +30,7 @@ def run_and_grads(fn, arrays, grad_inputs=(0,)):
 
 def assert_same_as_core(fn, arrays, grad_inputs=(0,), rtol=1e-5, atol=1e-6):
     got, got_grads = run_and_grads(fn, arrays, grad_inputs)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected, expected_grads = run_and_grads(fn, arrays, grad_inputs)
     assert got.dtype == expected.dtype
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
