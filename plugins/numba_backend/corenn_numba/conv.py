@@ -13,12 +13,15 @@ machine's full width, where numpy's OpenBLAS may use half of it), without an im2
 
 Work items (image, group, pixel block) are split over threads by ``_threads.split``.
 
-What remains on im2col + BLAS (numpy's matmul): the backward of strided convs, the weight
-gradient when a group has too few input channels to fill the microkernel's columns (the
-first conv of a network, on 1 or 3 channels), and ``conv_transpose``, whose forward is
-conv's input gradient (matmul, then col2im) and whose backward is conv's forward (im2col,
-then matmul). There a compiled im2col fills the columns of a few images at a time -- a chunk
-of about ``CHUNK_BYTES`` that stays in cache -- with padding folded in, and backward
+``conv_transpose`` is the same pair run the other way: its forward is a conv's input
+gradient, its backward that conv's forward and weight gradient; with stride 1 it runs on
+the kernels above.
+
+What remains on im2col + BLAS (numpy's matmul): the backward of strided convs and strided
+``conv_transpose`` (forward: matmul, then col2im), and the weight gradient when a group has
+too few input channels to fill the microkernel's columns (the first conv of a network, on 1
+or 3 channels). There a compiled im2col fills the columns of a few images at a time -- a
+chunk of about ``CHUNK_BYTES`` that stays in cache -- with padding folded in, and backward
 recomputes each chunk's columns from the saved input instead of keeping them.
 
 Handled: float32/float64 inputs with 1 or 2 spatial dims, any stride, padding
@@ -162,8 +165,11 @@ def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size):
     columns = gemm.nr(x4.dtype)
     c_pad = -(-in_per_group // columns) * columns
     o_blocks = -(-out_per_group // gemm.MR)
+    # A negative pad ignores rows or columns of x: crop them, then pad by zero on that side.
     (top, bottom), (left, right) = pads
-    padded_size = (height + top + bottom, width + left + right)
+    x4 = x4[:, :, max(-top, 0):height - max(-bottom, 0), max(-left, 0):width - max(-right, 0)]
+    (top, bottom), (left, right) = ((max(p, 0) for p in pair) for pair in pads)
+    padded_size = (x4.shape[2] + top + bottom, x4.shape[3] + left + right)
     grad4 = grad3.reshape(grad3.shape[:2] + tuple(out_size))
     partials = split(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, o_blocks,
                      c_pad, columns, *kernel, *dilation, top, left, *padded_size, *out_size)
@@ -231,7 +237,7 @@ def _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w):
 
 
 class ConvTranspose(core_conv.ConvTranspose):
-    """``conv_transpose`` for 1-d and 2-d float32/float64 inputs: matmul + col2im forward, im2col backward."""
+    """``conv_transpose`` for 1-d and 2-d float32/float64 inputs: the conv kernels run the other way."""
 
     fallback = False
 
@@ -255,12 +261,18 @@ class ConvTranspose(core_conv.ConvTranspose):
         # The conv whose input gradient this is: its input is our output, its output our input.
         geometry = (kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], in_h, in_w)
         weight_g = np.ascontiguousarray(w4).reshape(groups, in_channels // groups, -1)
-        out = np.zeros((n, out_channels, full[0], full[1]), dtype=x4.dtype)
-        _transpose_forward(x4.reshape(n, in_channels, -1), weight_g, out, geometry)
+        # That conv's padding: ours before, ours less output_padding after (negative: it ignores those rows).
+        pads = tuple((p, p - op) for p, op in zip(padding, output_padding))
+        if stride == (1, 1):
+            out = _input_grad_stride1(x4.reshape(n, in_channels, -1), weight_g, (n, out_channels, *full), pads,
+                                      dilation, (kh, kw), (in_h, in_w))
+        else:
+            out = np.zeros((n, out_channels, full[0], full[1]), dtype=x4.dtype)
+            _transpose_forward(x4.reshape(n, in_channels, -1), weight_g, out, geometry)
         if bias is not None:
             out += bias.reshape(-1, 1, 1)
         ctx.save_for_backward(x4, weight_g)
-        ctx.params = (weight.shape, geometry, bias is not None)
+        ctx.params = (weight.shape, geometry, pads, bias is not None)
         return out[:, :, 0, :] if one_d else out
 
     @staticmethod
@@ -268,12 +280,28 @@ class ConvTranspose(core_conv.ConvTranspose):
         if ctx.fallback:
             return core_conv.ConvTranspose.backward(ctx, grad)
         x4, weight_g = ctx.saved
-        weight_shape, geometry, has_bias = ctx.params
+        weight_shape, geometry, pads, has_bias = ctx.params
         one_d = len(weight_shape) == 3
         grad4 = np.ascontiguousarray(grad[:, :, None, :] if one_d else grad)
         need_x = ctx.next_edges[0] is not None
         need_w = ctx.next_edges[1] is not None
-        grad_x, grad_w = _transpose_backward(x4, weight_g, grad4, geometry, need_x, need_w)
+        grad_x = grad_w = None
+        if geometry[2:4] == (1, 1):
+            # Our backward is that conv's forward (for x) and its weight gradient (with the roles of
+            # input and output gradient swapped): the same stride-1 kernels.
+            kernel, dilation, in_size = geometry[0:2], geometry[6:8], geometry[8:10]
+            x3 = x4.reshape(x4.shape[0], x4.shape[1], -1)
+            if need_x:
+                grad_x = np.empty(x3.shape, dtype=x4.dtype)
+                _gemm_conv(grad4, weight_g, None, grad_x, pads, (1, 1), dilation, kernel, in_size)
+                need_x = False
+            if need_w and _weight_grad_fits_stride1(grad4, weight_g):
+                grad_w = _weight_grad_stride1(grad4, x3, weight_g, pads, dilation, kernel, in_size)
+                need_w = False
+        if need_x or need_w:
+            grad_x_im2col, grad_w_im2col = _transpose_backward(x4, weight_g, grad4, geometry, need_x, need_w)
+            grad_x = grad_x_im2col if grad_x is None else grad_x
+            grad_w = grad_w_im2col if grad_w is None else grad_w
         if grad_x is not None:
             grad_x = grad_x.reshape(x4.shape[:2] + ((x4.shape[3],) if one_d else x4.shape[2:]))
         grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)

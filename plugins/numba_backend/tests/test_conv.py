@@ -168,6 +168,17 @@ def test_weight_gradient_on_the_microkernel_same_as_core(dtype, in_per_group, gr
                         arrays, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("padding, output_padding, dilation", [(1, 0, 1), (0, 1, 2), (2, 1, 2)])
+def test_stride1_conv_transpose_on_the_microkernel_same_as_core(dtype, padding, output_padding, dilation):
+    # 20 output channels per group: the weight gradient runs on the microkernel too; output_padding
+    # above padding makes the underlying conv ignore the last rows (a negative pad, cropped).
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (2, 6, 7, 9), (6, 20, 3, 2), (40,))
+    assert_same_as_core(lambda x, w, b: F.conv_transpose2d(x, w, b, padding=padding, output_padding=output_padding,
+                                                           groups=2, dilation=dilation), arrays, dtype)
+
+
 @pytest.mark.parametrize("padding", [0, 4])
 def test_input_gradient_when_padding_exceeds_the_kernel_reach(padding):
     # Stride 1's input gradient runs as a conv padded by reach - padding: negative here, so it crops.
