@@ -106,7 +106,7 @@ def _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
 def _max_pool_backward(ctx, grad):
     (indices,) = ctx.saved
     planes_shape, one_d = ctx.params
-    grad_x = np.zeros(planes_shape, dtype=grad.dtype)
+    grad_x = np.empty(planes_shape, dtype=grad.dtype)  # the kernel writes every element
     grad_planes = np.ascontiguousarray(grad if not one_d else grad[:, :, None, :])
     jit.max_pool_backward(grad_planes, np.ascontiguousarray(indices.reshape(grad_planes.shape)), grad_x)
     return _shape_back(grad_x, one_d)

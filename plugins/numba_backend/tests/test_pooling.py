@@ -3,7 +3,9 @@
 Drawn geometries (kernel, stride, padding, dilation, ceil_mode, count_include_pad,
 divisor_override) run through the public functions with the plugin enabled and disabled;
 the conformance kit gradchecks each op in float64; the layers are compared with PyTorch,
-indices included, when it is installed.
+indices included, when it is installed. max_pool's fast path (2x2 and 3x3 windows, stride 2)
+has its own cases: shapes that take each of its branches against the core, and data full of
+NaN, +-inf, -0.0 and ties against an element-by-element reference and PyTorch.
 """
 import contextlib
 
@@ -15,6 +17,7 @@ import corenn
 import corenn.nn.functional as F
 import corenn_numba
 from corenn.dispatch import kernels
+from corenn.ops import pooling as core_pool
 from corenn.testing.opcheck import Float, OpCase, check_op
 from corenn_numba import pooling as numba_pool
 
@@ -164,6 +167,98 @@ def test_returned_indices_do_not_alias_the_saved_ones():
     indices.numpy()[...] = 0  # a caller scribbling on the indices must not move the gradient
     out.sum().backward()
     assert t.grad.numpy()[0, 0].tolist() == [[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1]]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# max_pool's fast path: 2x2 and 3x3 windows with stride 2 that lie inside the input
+# ---------------------------------------------------------------------------------------------------------
+# Shapes that take each branch: whole batch as one stack (2*OH == H, every window inside), plane by plane
+# (odd H), border windows through the general loop (padding, ceil_mode overhang), rows wider than a block.
+
+FAST_CASES = [
+    ((4, 3, 28, 28), 2, 0, False),   # the demo CNN's pools: one stack over all planes
+    ((3, 5, 14, 14), 2, 0, False),
+    ((2, 3, 60, 64), 2, 0, False),   # several blocks of window rows, some crossing a plane boundary
+    ((2, 3, 9, 11), 2, 0, False),    # odd sizes: plane by plane, the last row/column in no window
+    ((2, 3, 9, 11), 2, 0, True),     # ceil mode: the overhanging last row/column through the general loop
+    ((2, 3, 10, 7), 2, 1, False),    # padding: border windows general, the rest fast, in one call
+    ((2, 3, 10, 7), 2, 1, True),
+    ((2, 3, 13, 12), 3, 0, False),
+    ((2, 3, 13, 12), 3, 1, False),
+    ((2, 3, 12, 13), 3, 1, True),
+    ((1, 2, 7, 3), 3, 1, False),     # one interior window per row
+    ((1, 2, 2, 2), 2, 1, False),     # padding with no window inside: general loop only
+    ((1, 2, 5, 2200), 2, 0, False),  # a row wider than the scratch block
+    ((1, 2, 7, 2201), 3, 1, True),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, k, padding, ceil_mode", FAST_CASES)
+def test_fast_max_pool_same_as_core(shape, k, padding, ceil_mode, dtype):
+    x = np.random.default_rng(sum(shape)).permutation(int(np.prod(shape))).reshape(shape).astype(dtype) / 7
+    for return_indices in (False, True):
+        assert_same_as_core(lambda t: F.max_pool2d(t, k, 2, padding, 1, ceil_mode, return_indices), x)
+
+
+@pytest.mark.parametrize("shape, k, padding, ceil_mode", FAST_CASES[:8])
+def test_fast_max_pool_ties_same_as_core(shape, k, padding, ceil_mode):
+    # Two values: most windows hold a tie for the maximum, and the first one must win (index and gradient).
+    x = np.random.default_rng(0).choice(np.array([0.0, 1.0]), size=shape)
+    assert_same_as_core(lambda t: F.max_pool2d(t, k, 2, padding, 1, ceil_mode, True), x)
+
+
+def reference_max_pool(x, k, stride, padding, ceil_mode):
+    """PyTorch's CPU loop, element by element: strictly greater wins, and so does every NaN."""
+    n, c, height, width = x.shape
+    out_h, out_w = (core_pool._pool_output_size(s, k, stride, padding, 1, ceil_mode) for s in (height, width))
+    out = np.empty((n, c, out_h, out_w), dtype=x.dtype)
+    indices = np.empty(out.shape, dtype=np.int64)
+    for b, ch, y, q in np.ndindex(out.shape):
+        best, best_index = None, -1
+        for ih in range(y * stride - padding, y * stride - padding + k):
+            for iw in range(q * stride - padding, q * stride - padding + k):
+                if 0 <= ih < height and 0 <= iw < width:
+                    value = x[b, ch, ih, iw]
+                    if best is None or value > best or np.isnan(value):
+                        best, best_index = value, ih * width + iw
+        out[b, ch, y, q], indices[b, ch, y, q] = best, best_index
+    return out, indices
+
+
+@SETTINGS
+@given(st.sampled_from([2, 3]), st.integers(0, 1), st.booleans(), st.integers(3, 12), st.integers(3, 12),
+       st.sampled_from([np.float32, np.float64]), st.integers(0, 2 ** 16))
+def test_fast_max_pool_nan_ties_and_infinities(k, padding, ceil_mode, height, width, dtype, seed):
+    # NaN, +-inf and ties in and out of the fast path against the element-by-element rule. The core
+    # is no oracle here: its indices do not follow NaN, and np.maximum may give 0.0 for a first -0.0.
+    rng = np.random.default_rng(seed)
+    x = rng.choice(np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0]), size=(2, 3, height, width)).astype(dtype)
+    t = corenn.tensor(x, requires_grad=True)
+    out, indices = F.max_pool2d(t, k, 2, padding, 1, ceil_mode, True)
+    expected, expected_indices = reference_max_pool(x, k, 2, padding, ceil_mode)
+    np.testing.assert_array_equal(out.detach().numpy(), expected)
+    np.testing.assert_array_equal(np.signbit(out.detach().numpy()), np.signbit(expected))
+    np.testing.assert_array_equal(indices.numpy(), expected_indices)
+    upstream = rng.standard_normal(expected.shape).astype(dtype)
+    out.backward(corenn.tensor(upstream))
+    expected_grad = np.zeros(x.shape, dtype=dtype).reshape(2, 3, -1)
+    for b, ch, y, q in np.ndindex(expected.shape):
+        expected_grad[b, ch, expected_indices[b, ch, y, q]] += upstream[b, ch, y, q]
+    np.testing.assert_allclose(t.grad.numpy(), expected_grad.reshape(x.shape), **TOL[dtype])
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("k, padding", [(2, 0), (2, 1), (3, 1)])
+def test_fast_max_pool_nan_matches_pytorch(k, padding):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((2, 3, 12, 10)).astype(np.float32)
+    x[np.random.default_rng(1).random(x.shape) < 0.2] = np.nan  # windows with several NaNs: the last one wins
+    out, indices = F.max_pool2d(corenn.tensor(x), k, 2, padding, return_indices=True)
+    expected, expected_indices = torch.nn.functional.max_pool2d(torch.from_numpy(x), k, 2, padding,
+                                                                return_indices=True)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
 
 
 # ---------------------------------------------------------------------------------------------------------
