@@ -7,7 +7,6 @@ indices included, when it is installed. max_pool's fast path (2x2 and 3x3 window
 has its own cases: shapes that take each of its branches against the core, and data full of
 NaN, +-inf, -0.0 and ties against an element-by-element reference and PyTorch.
 """
-import contextlib
 
 import numpy as np
 import pytest
@@ -25,15 +24,6 @@ SETTINGS = settings(max_examples=30, deadline=None)
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-12)}
 
 
-@contextlib.contextmanager
-def core_kernels():
-    corenn_numba.disable()
-    try:
-        yield
-    finally:
-        corenn_numba.enable()
-
-
 def forward_backward(fn, x):
     t = corenn.tensor(x, requires_grad=x.dtype.kind == "f")
     result = fn(t)
@@ -47,7 +37,7 @@ def forward_backward(fn, x):
 
 def assert_same_as_core(fn, x):
     got, got_grad = forward_backward(fn, x)
-    with core_kernels():
+    with corenn_numba.disabled():
         expected, expected_grad = forward_backward(fn, x)
     tol = TOL.get(x.dtype.type, {})
     for g, e in zip(got, expected):
@@ -68,7 +58,7 @@ def assert_same_as_core(fn, x):
 def test_plugin_kernels_are_dispatched():
     for op, kernel in numba_pool.OVERRIDES:
         assert kernels.lookup(op, "cpu") is kernel
-    with core_kernels():
+    with corenn_numba.disabled():
         assert kernels.lookup("max_pool", "cpu") is not numba_pool.MaxPool
 
 
