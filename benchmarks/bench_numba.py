@@ -13,9 +13,9 @@ Rows (float32; the same weights and batches in every column):
 
 Columns take turns in ``--rounds`` rounds (core, numba, PyTorch, core, ...): load on a shared machine
 hits all alike; the table shows medians and ratios. ``corenn_numba.disable()`` / ``enable()``
-switch between the first two columns, outside the timed region. Then the same rows run again in two
-processes of their own, PyTorch's and corenn's (torch not imported), and every column keeps its faster
-figure: in one process each framework's idle threads can still be spinning when the other's work starts.
+switch between the first two columns, outside the timed region. Then each column runs the same rows
+again alone, in a process of its own (torch not imported for the corenn columns), and keeps the faster
+figure: in one process a column can pay for the one before it, whose idle threads are still spinning.
 
 Warm-up: the first call of each compiled kernel compiles it (numba ``cache=True`` then writes it to
 disk); a later process loads it. Measured in fresh subprocesses: the plugin disabled (no compiling),
@@ -300,8 +300,9 @@ def warmup_table() -> None:
 # -- the table -------------------------------------------------------------------------------------------------
 
 def _alone(args, which: str) -> list | None:
-    """Columns measured again in a process of their own: ``pytorch`` (the corenn columns built but not timed)
-    or ``corenn`` (core and numba, torch not imported). One dict of column medians per row, or None."""
+    """One column measured again in a process of its own: ``pytorch`` (the corenn columns built but not
+    timed), ``core`` or ``numba`` (torch not imported, the other corenn column not timed). One dict of
+    column medians per row, or None."""
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--alone", which, "--rounds", str(args.rounds),
                "--steps", str(args.steps), "--threads", str(args.threads)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -318,7 +319,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2, help="PyTorch intra-op threads")
     ap.add_argument("--skip-warmup", action="store_true", help="leave out the warm-up subprocesses")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--alone", choices=["pytorch", "corenn"], help=argparse.SUPPRESS)
+    ap.add_argument("--alone", choices=["pytorch", "core", "numba"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.probe:
         _probe()
@@ -327,8 +328,8 @@ def main(argv=None) -> None:
     import corenn
     import corenn_numba
     try:
-        if args.alone == "corenn":
-            raise ImportError("the corenn columns alone: no torch in this process")
+        if args.alone in ("core", "numba"):
+            raise ImportError("a corenn column alone: no torch in this process")
         import torch
         torch.set_num_threads(args.threads)
     except ImportError:
@@ -338,8 +339,8 @@ def main(argv=None) -> None:
     rows = []
 
     def measure(name, unit, scale, columns, steps, target=None, no_slowdown=False):
-        if args.alone == "pytorch":
-            columns = {"pytorch": columns["pytorch"]}
+        if args.alone:
+            columns = {args.alone: columns[args.alone]}
         medians = _interleaved(columns, args.rounds, steps)
         row = {"name": name, "unit": unit, "target": target, "no_slowdown": no_slowdown,
                **{k: v * scale for k, v in medians.items()}}
@@ -366,17 +367,17 @@ def main(argv=None) -> None:
     if args.alone:
         print(json.dumps([{k: row[k] for k in ("core", "numba", "pytorch") if k in row} for row in rows]))
         return
-    # Each column is also measured in a process of its own and the faster figure kept. In the shared process
-    # one framework's idle threads can still be spinning when the other's work starts (seen: PyTorch's MLP
-    # step 6.9 ms there, 3.1 ms alone; corenn-numba's conv forward 15 ms there, 7 ms alone).
-    for which, names in (("pytorch", ("pytorch",)), ("corenn", ("core", "numba"))):
-        if which == "pytorch" and torch is None:
+    # Each column is also measured alone, in a process of its own, and the faster figure kept. In one
+    # process a column can pay for the one before it: idle BLAS or OpenMP threads still spinning (seen:
+    # PyTorch's MLP step 6.9 ms there, 3.1 ms alone; corenn-numba's conv forward 14 ms after the core's
+    # BLAS-heavy column, 8 ms alone).
+    for name in ("core", "numba", "pytorch"):
+        if name == "pytorch" and torch is None:
             continue
-        alone = _alone(args, which)
+        alone = _alone(args, name)
         for row, values in zip(rows, alone or []):
-            for name in names:
-                row[f"{name}_shared"], row[f"{name}_alone"] = row[name], values[name]
-                row[name] = min(row[name], values[name])
+            row[f"{name}_shared"], row[f"{name}_alone"] = row[name], values[name]
+            row[name] = min(row[name], values[name])
 
     print(f"\ncorenn-numba {corenn_numba.__version__} (numba {numba.__version__}, "
           f"{numba.config.NUMBA_NUM_THREADS} threads) vs the core (plugin disabled) vs PyTorch "

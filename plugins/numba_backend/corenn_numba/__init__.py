@@ -20,6 +20,7 @@ import os
 
 import corenn
 from corenn.dispatch import KernelRegistration, kernels
+from corenn_numba import _malloc
 
 __version__ = "0.1.0"
 PRIORITY = 10
@@ -59,6 +60,7 @@ def enable() -> None:
     if _enabled:
         return
     _enabled = True
+    _malloc.tune()
     source = _source()
     for registration in _registrations():
         kernels.register(KernelRegistration(op=registration.op, device_type=registration.device_type,
@@ -89,22 +91,18 @@ def disabled():
 
 @corenn.hookimpl
 def corenn_register_kernels():
-    return _registrations() if _enabled else []
+    if not _enabled:
+        return []
+    _malloc.tune()  # large temporaries without page faults every step: see _malloc
+    return _registrations()
 
 
 @corenn.hookimpl
 def corenn_info_lines():
     import numba
     state = "enabled" if _enabled else "disabled (CORENN_NUMBA_DISABLE or corenn_numba.disable())"
-    return [f"numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads "
-            f"({numba.threading_layer() if _threading_layer_known() else 'threading layer chosen on first parallel call'}); "
-            f"kernels {state}; cache: {numba.config.CACHE_DIR or 'next to the sources'}"]
+    allocator = ("glibc malloc thresholds raised (CORENN_NUMBA_MALLOC=0 to leave them)" if _malloc.tuned
+                 else "malloc left as it is")
+    return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; kernels {state}; "
+            f"cache: {numba.config.CACHE_DIR or 'next to the sources'}; {allocator}"]
 
-
-def _threading_layer_known() -> bool:
-    import numba
-    try:
-        numba.threading_layer()
-        return True
-    except ValueError:  # no parallel kernel has run yet
-        return False
