@@ -1,4 +1,9 @@
-"""corenn_numba._gemm_jit: the microkernel against numpy, and its typing errors."""
+"""corenn_numba._gemm_jit: the microkernel against numpy, its typing errors, and its AVX2 configuration."""
+import os
+import pathlib
+import subprocess
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -45,3 +50,26 @@ def test_pack_weight_lays_rows_out_in_microkernel_order():
     np.testing.assert_array_equal(blocks[1, 0, 2, :], weight[1, :gemm.MR, 2])
     np.testing.assert_array_equal(blocks[1, 1, 2, :11 - gemm.MR], weight[1, gemm.MR:, 2])
     assert not blocks[:, 1, :, 11 - gemm.MR:].any()  # the padding rows are zero
+
+
+AVX2_ONLY = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
+
+
+def test_the_avx2_configuration_gives_the_same_results(tmp_path):
+    # Machines without AVX-512 get 6-row tiles of 256-bit vectors: compile for such a CPU here (its own
+    # numba cache) and run the microkernel's and the convolution's edge tests there.
+    import llvmlite.binding as llvm
+    host = llvm.get_host_cpu_features().flatten()
+    if not all(f"+{feature}" in host for feature in ("avx2", "fma")):
+        pytest.skip("the host cannot run AVX2 code")
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": AVX2_ONLY,
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+    here = pathlib.Path(__file__).parent
+    probe = subprocess.run([sys.executable, "-c", "from corenn_numba import _gemm_jit as g; print(g.MR, g.nr('float32'))"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert probe.stdout.split() == ["6", "16"], probe.stderr
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_gemm.py"),
+                            str(here / "test_conv.py"), "-k", "microkernel or tile_edges", "--deselect",
+                            f"{here / 'test_gemm.py'}::test_the_avx2_configuration_gives_the_same_results"],
+                           env=env, capture_output=True, text=True, timeout=900)
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
