@@ -191,14 +191,17 @@ def _put_strided(dst, src, stride):
 
 
 @_jit
+def _store_row(dst, src, shift):
+    for k in range(dst.shape[0]):
+        dst[k] = src[k] + shift
+
+
+@_jit
 def _store_tile(tile, columns, out_image, o0, rows, q0, count, bias, has_bias):
     """Rows ``0 .. rows`` and columns ``0 .. count`` of ``tile`` -> ``out_image[o0 + r, q0 + j]``, plus bias."""
     for r in range(rows):
-        dst = out_image[o0 + r, q0:q0 + count]
-        src = tile[r * columns:r * columns + count]
-        shift = bias[o0 + r] if has_bias else 0
-        for k in range(count):
-            dst[k] = src[k] + shift
+        _store_row(out_image[o0 + r, q0:q0 + count], tile[r * columns:r * columns + count],
+                   bias[o0 + r] if has_bias else 0)
 
 
 @_jit_nogil
@@ -249,11 +252,8 @@ def _store_grid(tile, columns, out_image, o0, rows, q0, grid_width, out_h, out_w
             continue
         run = min(out_w - x, columns - j)
         for r in range(rows):
-            dst = out_image[o0 + r, y * out_w + x:y * out_w + x + run]
-            src = tile[r * columns + j:r * columns + j + run]
-            shift = bias[o0 + r] if has_bias else 0
-            for k in range(run):
-                dst[k] = src[k] + shift
+            _store_row(out_image[o0 + r, y * out_w + x:y * out_w + x + run], tile[r * columns + j:r * columns + j + run],
+                       bias[o0 + r] if has_bias else 0)
         j += run
 
 
@@ -441,5 +441,4 @@ def matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
                     for k in range(count):
                         dst[k] = src[k] + shift[k]
                 else:
-                    for k in range(count):
-                        dst[k] = src[k]
+                    _copy(dst, src)
