@@ -15,6 +15,7 @@ the shared 2-core machines (the idle team's threads spin while BLAS needs the co
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 _jit = numba.njit(cache=True)
 
@@ -188,3 +189,38 @@ def from_chunk(src, n0, n1, dst, bias, has_bias):
             shift = bias[o] if has_bias else 0
             for q in range(plane):
                 target[q] = source[q] + shift
+
+
+@numba.njit(cache=True, fastmath={"reassoc", "contract"})
+def _dot(a, b):
+    """Sum of ``a * b``; reassociation lets LLVM keep several vector partial sums."""
+    total = a[0] * 0
+    for k in range(a.shape[0]):
+        total += a[k] * b[k]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """The weight gradient from images ``first .. last`` as dot products: (groups, O/g, C/g*kh*kw).
+
+    For convs with few input channels (a network's first layer, on 1 or 3 channels) the
+    product grad (O, L) @ cols.T (L, C*kh*kw) has a handful of columns: one dot product of
+    two image-long rows per (output channel, kernel tap) beats packing it for a matrix
+    kernel or handing it to BLAS. Each image's columns are built by ``im2col`` into a buffer
+    that stays in cache. Returns this slice's partial sum; the caller adds the slices.
+    """
+    channels = x.shape[1]
+    out_channels = grad.shape[1]
+    rows = channels * kh * kw
+    rows_per_group, o_per_group = rows // groups, out_channels // groups
+    cols = np.empty((rows, out_h * out_w), dtype=x.dtype)
+    result = np.zeros((groups, o_per_group, rows_per_group), dtype=x.dtype)
+    for b in range(first, last):
+        im2col(x, b, b + 1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+        for g in range(groups):
+            for o in range(o_per_group):
+                gradient = grad[b, g * o_per_group + o]
+                for r in range(rows_per_group):
+                    result[g, o, r] += _dot(gradient, cols[g * rows_per_group + r])
+    return result

@@ -34,7 +34,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from corenn_numba._conv_jit import _add, _copy, _copy_strided, _inside, _zero
+from corenn_numba._conv_jit import _add, _copy, _copy_strided, _inside, _zero, im2col
 
 
 def _target_features() -> str:
@@ -407,6 +407,20 @@ def _pack_columns_of(b, j0, count, panel, columns):
         _put_strided(panel[k:], b[:, j0 + k], columns)
 
 
+@_jit
+def _pack_block(b, j0, count, panel, columns):
+    """Columns ``j0 .. j0+count`` of ``b`` (K, N), any strides, packed as ``panel[p*columns + j]``; zero past ``count``."""
+    depth = b.shape[0]
+    if b.strides[0] < b.strides[1]:
+        _pack_columns_of(b, j0, count, panel, columns)
+    else:
+        for p in range(depth):
+            _copy(panel[p * columns:p * columns + count], b[p, j0:j0 + count])
+    if count < columns:
+        for p in range(depth):
+            _zero(panel[p * columns + count:(p + 1) * columns])
+
+
 @_jit_nogil
 def matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
     """``out[:, j] = a @ b[:, j] (+ bias[j])`` for the column blocks ``first .. last`` of ``columns`` columns.
@@ -419,18 +433,10 @@ def matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
     panel = np.empty(depth * columns, dtype=b.dtype)
     rows = np.arange(depth) * columns
     tile = np.empty(MR * columns, dtype=b.dtype)
-    column_major = b.strides[0] < b.strides[1]
     for block_j in range(first, last):
         j0 = block_j * columns
         count = min(columns, n - j0)
-        if column_major:
-            _pack_columns_of(b, j0, count, panel, columns)
-        else:
-            for p in range(depth):
-                _copy(panel[p * columns:p * columns + count], b[p, j0:j0 + count])
-        if count < columns:
-            for p in range(depth):
-                _zero(panel[p * columns + count:(p + 1) * columns])
+        _pack_block(b, j0, count, panel, columns)
         for block in range(a_panels.shape[0]):
             microkernel(a_panels[block], panel, rows, 0, tile, depth)
             for r in range(min(MR, m - block * MR)):
@@ -442,3 +448,39 @@ def matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
                         dst[k] = src[k] + shift[k]
                 else:
                     _copy(dst, src)
+
+
+@_jit_nogil
+def conv_weight_grad_im2col(first, last, x, grad, groups, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """The weight gradient of any conv from images ``first .. last``, transposed: (groups, C/g*kh*kw, O/g).
+
+    Per image, the im2col columns (taps x pixels, built by ``im2col`` into a buffer that stays
+    in cache) are packed ``MR`` taps at a time as A, and the output gradient's rows,
+    ``columns`` output channels at a time, as B: each tile is (taps x channels) summed over the
+    image's pixels. For convs the channels-last kernel above does not take: strided ones, and
+    those with few input channels per group (a network's first layer). Returns this slice's
+    partial sum; the caller adds the slices.
+    """
+    channels, out_channels = x.shape[1], grad.shape[1]
+    rows_per_group, o_per_group = channels * kh * kw // groups, out_channels // groups
+    plane = out_h * out_w
+    row_blocks = (rows_per_group + MR - 1) // MR
+    cols = np.empty((channels * kh * kw, plane), dtype=x.dtype)
+    a_panels = np.zeros((row_blocks, plane * MR), dtype=x.dtype)  # rows past the group's stay zero
+    b_panel = np.empty(plane * columns, dtype=x.dtype)
+    b_rows = np.arange(plane) * columns
+    tile = np.empty(MR * columns, dtype=x.dtype)
+    result = np.zeros((groups, rows_per_group, o_per_group), dtype=x.dtype)
+    for b in range(first, last):
+        im2col(x, b, b + 1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+        for g in range(groups):
+            pack_rows(cols[g * rows_per_group:(g + 1) * rows_per_group], a_panels)
+            gradient_t = grad[b, g * o_per_group:(g + 1) * o_per_group].T  # (pixels, channels), column-major
+            for j0 in range(0, o_per_group, columns):
+                count = min(columns, o_per_group - j0)
+                _pack_block(gradient_t, j0, count, b_panel, columns)
+                for block in range(row_blocks):
+                    microkernel(a_panels[block], b_panel, b_rows, 0, tile, plane)
+                    for r in range(min(MR, rows_per_group - block * MR)):
+                        _add(result[g, block * MR + r, j0:j0 + count], tile[r * columns:r * columns + count])
+    return result

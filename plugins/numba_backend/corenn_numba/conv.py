@@ -14,15 +14,20 @@ machine's full width, where numpy's OpenBLAS may use half of it), without an im2
 Work items (image, group, pixel block) are split over threads by ``_threads.split``.
 
 ``conv_transpose`` is the same pair run the other way: its forward is a conv's input
-gradient, its backward that conv's forward and weight gradient; with stride 1 it runs on
-the kernels above.
+gradient, its backward that conv's forward and weight gradient.
 
-What remains on im2col + BLAS (numpy's matmul): the backward of strided convs and strided
-``conv_transpose`` (forward: matmul, then col2im), and the weight gradient when a group has
-too few input channels to fill the microkernel's columns (the first conv of a network, on 1
-or 3 channels). There a compiled im2col fills the columns of a few images at a time -- a
-chunk of about ``CHUNK_BYTES`` that stays in cache -- with padding folded in, and backward
-recomputes each chunk's columns from the saved input instead of keeping them.
+Every other weight gradient (strided convs; stride 1 with fewer than 16 input channels per
+group, where the channels-last kernel's 32-channel blocks would be mostly padding) packs each
+image's im2col columns for the microkernel, or with at most ``DOTS_MAX_ROWS`` rows per group
+(one input channel under a 3x3 kernel) takes dot products of image-long rows.
+
+The input gradient of a strided conv (and the forward of a strided ``conv_transpose``) is
+col2im of W.T @ grad: a compiled im2col/col2im over a chunk of a few images at a time (about
+``CHUNK_BYTES``, so that it stays in cache) and the product on the microkernel.
+
+No path calls numpy's BLAS: OpenBLAS's idle threads keep spinning after each call and took
+the second core from the compiled kernels that followed (on the shared 2-core machine under
+load, a conv weight gradient measured 4-80 ms through BLAS and 1-4 ms on the microkernel).
 
 Handled: float32/float64 inputs with 1 or 2 spatial dims, any stride, padding
 (asymmetric 'same' included), dilation, groups and output_padding. 3-d
@@ -43,6 +48,7 @@ from corenn.ops import conv as core_conv
 
 from corenn_numba._base import LazyModule, handles
 from corenn_numba._threads import split
+from corenn_numba.linear import matmul
 
 jit = LazyModule("corenn_numba._conv_jit")
 gemm = LazyModule("corenn_numba._gemm_jit")
@@ -51,6 +57,11 @@ gemm = LazyModule("corenn_numba._gemm_jit")
 #: the matmul reads them. Measured on the 64->64 3x3 conv (2.4 MB of columns per image): 1 image per
 #: chunk was fastest; the demo CNN's second conv (113 KB per image) takes ~35 images per chunk.
 CHUNK_BYTES = 4 << 20
+
+#: Weight gradients with at most this many rows per group (C/g*kh*kw: one input channel under a 3x3
+#: kernel) are dot products of image-long rows (``_conv_jit.weight_grad_by_dots``): on the demo CNN's
+#: first conv (1 -> 16, 3x3, batch 64) 0.50 ms, where packing 9 rows for the microkernel took 0.94 ms.
+DOTS_MAX_ROWS = 16
 
 
 def _chunk(n, bytes_per_image):
@@ -108,17 +119,13 @@ class Conv(core_conv.Conv):
         need_w = ctx.next_edges[1] is not None
         stride, dilation, kernel = geometry[2:4], geometry[6:8], geometry[0:2]
         grad_x4 = grad_w = None
-        if stride == (1, 1):
-            if need_x:
-                grad_x4 = _input_grad_stride1(grad3, weight_g, x4.shape, pairs, dilation, kernel, geometry[8:10])
-                need_x = False
-            if need_w and _weight_grad_fits_stride1(x4, weight_g):
-                grad_w = _weight_grad_stride1(x4, grad3, weight_g, pairs, dilation, kernel, geometry[8:10])
-                need_w = False
-        if need_x or need_w:
-            grad_x_im2col, grad_w_im2col = _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w)
-            grad_x4 = grad_x_im2col if grad_x4 is None else grad_x4
-            grad_w = grad_w_im2col if grad_w is None else grad_w
+        if need_x and stride == (1, 1):
+            grad_x4 = _input_grad_stride1(grad3, weight_g, x4.shape, pairs, dilation, kernel, geometry[8:10])
+        elif need_x:
+            grad_x4 = np.zeros(x4.shape, dtype=x4.dtype)
+            _add_input_grad_im2col(grad_x4, grad3, weight_g, geometry)
+        if need_w:
+            grad_w = _weight_grad(x4, grad3, weight_g, pairs, geometry)
         grad_x = grad_x4
         if grad_x4 is not None and len(weight_shape) == 3:
             grad_x = grad_x4[:, :, 0, :]
@@ -155,6 +162,32 @@ def _weight_grad_fits_stride1(x4, weight_g):
     """The implicit-GEMM weight gradient computes input channels in blocks of ``nr`` (32 float32s):
     with fewer than half a block per group most of it would be padding, and im2col + BLAS is faster."""
     return 2 * (x4.shape[1] // weight_g.shape[0]) >= gemm.nr(x4.dtype)
+
+
+def _weight_grad(x4, grad3, weight_g, pads, geometry):
+    """The weight gradient (groups, O/g, C/g*kh*kw) of the conv with input ``x4`` and output gradient ``grad3``."""
+    if geometry[2:4] == (1, 1) and _weight_grad_fits_stride1(x4, weight_g):
+        return _weight_grad_stride1(x4, grad3, weight_g, pads, geometry[6:8], geometry[0:2], geometry[8:10])
+    return _weight_grad_im2col(x4, grad3, weight_g, geometry)
+
+
+def _weight_grad_im2col(x4, grad3, weight_g, geometry):
+    """The weight gradient (groups, O/g, C/g*kh*kw) of any conv: dot products for a few rows per group, else
+    im2col packed for the microkernel (``_gemm_jit.conv_weight_grad_im2col``), split over images.
+
+    Neither calls numpy's BLAS: its idle threads keep spinning after a call and, measured on the shared
+    2-core machine under load, slowed the compiled kernels that followed in the training step 2-3x.
+    """
+    n, rows_per_group = x4.shape[0], weight_g.shape[2]
+    work = grad3.size * rows_per_group
+    if rows_per_group <= DOTS_MAX_ROWS:
+        partials = split(jit.weight_grad_by_dots, n, work, x4, grad3, weight_g.shape[0], *geometry)
+    else:
+        partials = split(gemm.conv_weight_grad_im2col, n, work, x4, grad3, weight_g.shape[0], gemm.nr(x4.dtype),
+                         *geometry)
+        partials = [p.transpose(0, 2, 1) for p in partials]  # (groups, taps, channels) -> (groups, channels, taps)
+    total = partials[0] if len(partials) == 1 else np.sum(partials, axis=0)
+    return np.ascontiguousarray(total)
 
 
 def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size):
@@ -199,43 +232,6 @@ def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_si
     return grad_x.reshape(x_shape)
 
 
-def _conv_backward(x4, weight_g, grad3, geometry, need_x, need_w):
-    """Gradients of conv for input and weight by im2col + BLAS: (N, C, H, W) and (g, O/g, C/g*k), or None."""
-    n, channels = x4.shape[:2]
-    groups, out_per_group, rows_per_group = weight_g.shape
-    out_channels = groups * out_per_group
-    plane = grad3.shape[2]
-    rows = channels * geometry[0] * geometry[1]
-    step = _chunk(n, rows * plane * x4.itemsize)
-    cols_buffer = np.empty(rows * step * plane, dtype=x4.dtype)
-    grad_buffer = np.empty(out_channels * step * plane, dtype=x4.dtype) if step > 1 else None
-    grad_x = np.zeros(x4.shape, dtype=x4.dtype) if need_x else None
-    grad_w = np.zeros(weight_g.shape, dtype=x4.dtype) if need_w else None
-    product = np.empty(weight_g.shape[1:], dtype=x4.dtype) if need_w else None
-    for n0 in range(0, n, step):
-        n1 = min(n, n0 + step)
-        width = (n1 - n0) * plane
-        if step == 1:
-            grad_chunk = grad3[n0]
-        else:
-            grad_chunk = grad_buffer[:out_channels * width].reshape(out_channels, width)
-            jit.to_chunk(grad3, n0, n1, grad_chunk)
-        cols = cols_buffer[:rows * width].reshape(rows, width)
-        if need_w:
-            # Recomputing the chunk's columns is cheaper than keeping all of them from forward.
-            jit.im2col(x4, n0, n1, cols, *geometry)
-            for g in range(groups):
-                np.matmul(grad_chunk[g * out_per_group:(g + 1) * out_per_group],
-                          cols[g * rows_per_group:(g + 1) * rows_per_group].T, out=product)
-                grad_w[g] += product
-        if need_x:
-            for g in range(groups):
-                np.matmul(weight_g[g].T, grad_chunk[g * out_per_group:(g + 1) * out_per_group],
-                          out=cols[g * rows_per_group:(g + 1) * rows_per_group])
-            jit.col2im(cols, n0, n1, grad_x, *geometry)
-    return grad_x, grad_w
-
-
 class ConvTranspose(core_conv.ConvTranspose):
     """``conv_transpose`` for 1-d and 2-d float32/float64 inputs: the conv kernels run the other way."""
 
@@ -268,7 +264,7 @@ class ConvTranspose(core_conv.ConvTranspose):
                                       dilation, (kh, kw), (in_h, in_w))
         else:
             out = np.zeros((n, out_channels, full[0], full[1]), dtype=x4.dtype)
-            _transpose_forward(x4.reshape(n, in_channels, -1), weight_g, out, geometry)
+            _add_input_grad_im2col(out, x4.reshape(n, in_channels, -1), weight_g, geometry)
         if bias is not None:
             out += bias.reshape(-1, 1, 1)
         ctx.save_for_backward(x4, weight_g)
@@ -285,23 +281,16 @@ class ConvTranspose(core_conv.ConvTranspose):
         grad4 = np.ascontiguousarray(grad[:, :, None, :] if one_d else grad)
         need_x = ctx.next_edges[0] is not None
         need_w = ctx.next_edges[1] is not None
+        # Our backward is that conv's forward (for x) and its weight gradient, with the roles of input and
+        # output gradient swapped.
+        kernel, stride, dilation, in_size = geometry[0:2], geometry[2:4], geometry[6:8], geometry[8:10]
+        x3 = x4.reshape(x4.shape[0], x4.shape[1], -1)
         grad_x = grad_w = None
-        if geometry[2:4] == (1, 1):
-            # Our backward is that conv's forward (for x) and its weight gradient (with the roles of
-            # input and output gradient swapped): the same stride-1 kernels.
-            kernel, dilation, in_size = geometry[0:2], geometry[6:8], geometry[8:10]
-            x3 = x4.reshape(x4.shape[0], x4.shape[1], -1)
-            if need_x:
-                grad_x = np.empty(x3.shape, dtype=x4.dtype)
-                _gemm_conv(grad4, weight_g, None, grad_x, pads, (1, 1), dilation, kernel, in_size)
-                need_x = False
-            if need_w and _weight_grad_fits_stride1(grad4, weight_g):
-                grad_w = _weight_grad_stride1(grad4, x3, weight_g, pads, dilation, kernel, in_size)
-                need_w = False
-        if need_x or need_w:
-            grad_x_im2col, grad_w_im2col = _transpose_backward(x4, weight_g, grad4, geometry, need_x, need_w)
-            grad_x = grad_x_im2col if grad_x is None else grad_x
-            grad_w = grad_w_im2col if grad_w is None else grad_w
+        if need_x:
+            grad_x = np.empty(x3.shape, dtype=x4.dtype)
+            _gemm_conv(grad4, weight_g, None, grad_x, pads, stride, dilation, kernel, in_size)
+        if need_w:
+            grad_w = _weight_grad(grad4, x3, weight_g, pads, geometry)
         if grad_x is not None:
             grad_x = grad_x.reshape(x4.shape[:2] + ((x4.shape[3],) if one_d else x4.shape[2:]))
         grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
@@ -311,67 +300,32 @@ class ConvTranspose(core_conv.ConvTranspose):
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
 
-def _transpose_forward(x3, weight_g, out, geometry):
-    """``out`` (N, C_out, H, W) += conv_transpose of ``x3`` (N, C_in, L) with ``weight_g`` (g, C_in/g, C_out/g*k)."""
-    n, in_channels, plane = x3.shape
-    groups, in_per_group, rows_per_group = weight_g.shape
+def _add_input_grad_im2col(out, grad3, weight_g, geometry):
+    """``out`` (N, C, H, W) += the input gradient of a conv: col2im of W.T @ grad, a chunk of images at a time.
+
+    ``grad3`` (N, O, L) is the conv's output gradient and ``weight_g`` (g, O/g, C/g*kh*kw) its
+    weight; a strided conv's backward and a strided ``conv_transpose``'s forward. The product
+    runs on the microkernel (``corenn_numba.linear.matmul``), not numpy's BLAS.
+    """
+    n, out_channels, plane = grad3.shape
+    groups, out_per_group, rows_per_group = weight_g.shape
     rows = groups * rows_per_group
-    step = _chunk(n, rows * plane * x3.itemsize)
-    cols_buffer = np.empty(rows * step * plane, dtype=x3.dtype)
-    x_buffer = np.empty(in_channels * step * plane, dtype=x3.dtype) if step > 1 else None
+    step = _chunk(n, rows * plane * grad3.itemsize)
+    cols_buffer = np.empty(rows * step * plane, dtype=grad3.dtype)
+    grad_buffer = np.empty(out_channels * step * plane, dtype=grad3.dtype) if step > 1 else None
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         width = (n1 - n0) * plane
         if step == 1:
-            x_chunk = x3[n0]
+            grad_chunk = grad3[n0]
         else:
-            x_chunk = x_buffer[:in_channels * width].reshape(in_channels, width)
-            jit.to_chunk(x3, n0, n1, x_chunk)
+            grad_chunk = grad_buffer[:out_channels * width].reshape(out_channels, width)
+            jit.to_chunk(grad3, n0, n1, grad_chunk)
         cols = cols_buffer[:rows * width].reshape(rows, width)
         for g in range(groups):
-            np.matmul(weight_g[g].T, x_chunk[g * in_per_group:(g + 1) * in_per_group],
-                      out=cols[g * rows_per_group:(g + 1) * rows_per_group])
+            matmul(weight_g[g].T, grad_chunk[g * out_per_group:(g + 1) * out_per_group],
+                   out=cols[g * rows_per_group:(g + 1) * rows_per_group])
         jit.col2im(cols, n0, n1, out, *geometry)
-
-
-def _transpose_backward(x4, weight_g, grad4, geometry, need_x, need_w):
-    """Gradients of ``_transpose_forward``: input (N, C_in, L) and weight (g, C_in/g, C_out/g*k), or None."""
-    n, in_channels = x4.shape[:2]
-    groups, in_per_group, rows_per_group = weight_g.shape
-    plane = x4.shape[2] * x4.shape[3]
-    x3 = x4.reshape(n, in_channels, plane)
-    rows = groups * rows_per_group
-    step = _chunk(n, rows * plane * x4.itemsize)
-    cols_buffer = np.empty(rows * step * plane, dtype=x4.dtype)
-    chunk_buffer = np.empty(in_channels * step * plane, dtype=x4.dtype) if step > 1 else None
-    result_buffer = np.empty(in_channels * step * plane, dtype=x4.dtype) if step > 1 and need_x else None
-    grad_x = np.empty((n, in_channels, plane), dtype=x4.dtype) if need_x else None
-    grad_w = np.zeros(weight_g.shape, dtype=x4.dtype) if need_w else None
-    product = np.empty(weight_g.shape[1:], dtype=x4.dtype) if need_w else None
-    no_bias = np.zeros(1, dtype=x4.dtype)
-    for n0 in range(0, n, step):
-        n1 = min(n, n0 + step)
-        width = (n1 - n0) * plane
-        cols = cols_buffer[:rows * width].reshape(rows, width)
-        jit.im2col(grad4, n0, n1, cols, *geometry)
-        if need_x:
-            target = grad_x[n0] if step == 1 else result_buffer[:in_channels * width].reshape(in_channels, width)
-            for g in range(groups):
-                np.matmul(weight_g[g], cols[g * rows_per_group:(g + 1) * rows_per_group],
-                          out=target[g * in_per_group:(g + 1) * in_per_group])
-            if step > 1:
-                jit.from_chunk(target, n0, n1, grad_x, no_bias, False)
-        if need_w:
-            if step == 1:
-                x_chunk = x3[n0]
-            else:
-                x_chunk = chunk_buffer[:in_channels * width].reshape(in_channels, width)
-                jit.to_chunk(x3, n0, n1, x_chunk)
-            for g in range(groups):
-                np.matmul(x_chunk[g * in_per_group:(g + 1) * in_per_group],
-                          cols[g * rows_per_group:(g + 1) * rows_per_group].T, out=product)
-                grad_w[g] += product
-    return grad_x, grad_w
 
 
 OVERRIDES = [("conv", Conv), ("conv_transpose", ConvTranspose)]

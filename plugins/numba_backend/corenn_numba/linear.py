@@ -30,13 +30,14 @@ MIN_ROWS = 8
 MIN_WORK = 1 << 16
 
 
-def matmul(a, b, bias=None):
-    """``a @ b (+ bias)`` for 2-d float arrays of one dtype, any strides; a new C-contiguous result."""
+def matmul(a, b, bias=None, out=None):
+    """``a @ b (+ bias)`` for 2-d float arrays of one dtype, any strides, into ``out`` (any strides) or a new array."""
     m, n = a.shape[0], b.shape[1]
     columns = gemm.nr(a.dtype)
     panels = np.zeros((-(-m // gemm.MR), a.shape[1] * gemm.MR), dtype=a.dtype)
     gemm.pack_rows(a, panels)
-    out = np.empty((m, n), dtype=a.dtype)
+    if out is None:
+        out = np.empty((m, n), dtype=a.dtype)
     has_bias = bias is not None
     split(gemm.matmul_columns, -(-n // columns), m * n * a.shape[1], panels, m, b, out,
           bias if has_bias else out[0, :0], has_bias, columns)

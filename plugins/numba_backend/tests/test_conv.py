@@ -179,6 +179,27 @@ def test_stride1_conv_transpose_on_the_microkernel_same_as_core(dtype, padding, 
                                                            groups=2, dilation=dilation), arrays, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("in_channels, stride, groups, kernel", [
+    (1, 1, 1, "weight_grad_by_dots"),            # 9 rows: dot products
+    (1, 2, 1, "weight_grad_by_dots"),
+    (3, 2, 1, "conv_weight_grad_im2col"),        # 27 rows, strided: im2col packed for the microkernel
+    (6, 1, 2, "conv_weight_grad_im2col"),        # 3 channels per group: too few for the channels-last kernel
+    (24, 2, 1, "conv_weight_grad_im2col"),       # 216 rows, strided
+])
+def test_weight_gradients_off_the_channels_last_kernel_same_as_core(monkeypatch, dtype, in_channels, stride, groups,
+                                                                    kernel):
+    # No weight gradient goes to numpy's BLAS any more; each case checks which compiled kernel ran.
+    module = numba_conv.jit if kernel == "weight_grad_by_dots" else numba_conv.gemm
+    calls = []
+    original = getattr(module, kernel)
+    monkeypatch.setattr(module, kernel, lambda *args: calls.append(args[:2]) or original(*args), raising=False)
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (5, in_channels, 11, 13), (40, in_channels // groups, 3, 3), (40,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=1, groups=groups), arrays, dtype)
+    assert calls, f"the weight gradient did not run on {kernel}"
+
+
 @pytest.mark.parametrize("padding", [0, 4])
 def test_input_gradient_when_padding_exceeds_the_kernel_reach(padding):
     # Stride 1's input gradient runs as a conv padded by reach - padding: negative here, so it crops.
