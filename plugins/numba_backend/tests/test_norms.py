@@ -15,7 +15,10 @@ from corenn.dispatch import kernels
 from corenn_numba import norms as numba_norms
 
 SETTINGS = settings(max_examples=15, deadline=None)
-TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-9, atol=1e-10)}
+# float32 inputs drawn with an offset of 100 lose about 1e-5 of the gradient to cancellation in either
+# kernel: hypothesis found a 3-element batch where both sit within 2e-5 of the float64 answer but 2.6e-5
+# from each other (the plugin's the closer one).
+TOL = {np.float32: dict(rtol=5e-5, atol=5e-5), np.float64: dict(rtol=1e-9, atol=1e-10)}
 
 
 def run_and_grads(fn, arrays, dtype):
