@@ -11,6 +11,12 @@ that lie inside the input, laid out so that LLVM vectorises it (see the comment 
 ``_virtual_windows_2x2``); border windows and every other geometry take one general loop
 that checks each element against the plane's bounds.
 
+Average pooling, fixed and adaptive, is separable, and runs as row sums, then window sums
+along those rows (backward: the same transposed), each a loop LLVM vectorises; 2- and
+3-wide windows with stride 2 (border ones included) take the same "virtual windows" loop
+as max pooling, other windows a scalar loop each, global pooling one sum per plane (see
+the comment above ``_MEAN_BLOCK``).
+
 Serial loops, like the rest of this plugin's memory-bound kernels: pooling reads each
 input element once or a few times and runs at memory speed on one core, while a
 parallel region on the shared 2-core machines stalls whenever another process holds
@@ -235,6 +241,29 @@ def max_pool_backward(grad, indices, grad_x):
                 plane[where[k]] += source[k]
 
 
+# Average pooling, fixed and adaptive, is separable: a window's sum is the sum over its columns of
+# its rows' sums, and its divisor a row count times a column count (or the override). Forward first
+# adds up each output row's input rows ("vertical sums": loops across the whole width, which LLVM
+# vectorises), then sums the windows along those rows. Backward runs the same two steps transposed:
+# it spreads each output's share (gradient over divisor) along its row, then writes every input row
+# once, as the sum of the spread rows whose windows hold it: a gather, with no zeroing of grad_x
+# and no read-modify-write of it.
+#
+# The vertical sums of a block of planes lie in one scratch buffer with a row pitch that leaves
+# zeros before and after each row's data, as many as the padding. For 2- or 3-wide windows with
+# stride 2 (the usual CNN pools) every window of the block, border ones included, is then the
+# virtual window starting at 2*j (as in max pooling above): one long loop over the block, the
+# padding adding zeros, the slots between one row's last window and the next row's first computed
+# and dropped. Other widths and strides, and adaptive windows, take a scalar loop per window over
+# the same rows (a vectorised version, running sums of each window width, measured 40% slower on
+# AdaptiveAvgPool2d(7)). Global pooling sums each plane in one loop.
+#
+# Sums are accumulated in the input's dtype (as PyTorch and the core do) and start from +0.0 like
+# PyTorch's, so that a window of -0.0 gives +0.0.
+
+_MEAN_BLOCK = 4096  # vertical sums per block: a block's sums, means, shares and spread rows stay in cache
+
+
 @_jit
 def _avg_window(start, k, stride, pad, size, count_include_pad):
     """PyTorch's avg-pool window along one dim: clipped ``[lo, hi)`` and the count it divides by."""
@@ -247,42 +276,12 @@ def _avg_window(start, k, stride, pad, size, count_include_pad):
 
 
 @_jit
-def avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
-    """``out`` (N, C, OH, OW): window means of ``x``; ``divisor_override`` > 0 replaces the count."""
-    n, channels, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    for b in range(n):
-        for c in range(channels):
-            plane = x[b, c]
-            for y in range(out_h):
-                h_lo, h_hi, h_count = _avg_window(y, kh, sh, ph, height, count_include_pad)
-                for q in range(out_w):
-                    w_lo, w_hi, w_count = _avg_window(q, kw, sw, pw, width, count_include_pad)
-                    total = 0.0
-                    for ih in range(h_lo, h_hi):
-                        for iw in range(w_lo, w_hi):
-                            total += plane[ih, iw]
-                    divisor = divisor_override if divisor_override > 0 else h_count * w_count
-                    out[b, c, y, q] = total / divisor
-
-
-@_jit
-def avg_pool_backward(grad, grad_x, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
-    """``grad_x`` (N, C, H, W), zeroed by the caller, += each output's gradient spread over its window."""
-    n, channels, height, width = grad_x.shape
-    out_h, out_w = grad.shape[2], grad.shape[3]
-    for b in range(n):
-        for c in range(channels):
-            plane = grad_x[b, c]
-            for y in range(out_h):
-                h_lo, h_hi, h_count = _avg_window(y, kh, sh, ph, height, count_include_pad)
-                for q in range(out_w):
-                    w_lo, w_hi, w_count = _avg_window(q, kw, sw, pw, width, count_include_pad)
-                    divisor = divisor_override if divisor_override > 0 else h_count * w_count
-                    share = grad[b, c, y, q] / divisor
-                    for ih in range(h_lo, h_hi):
-                        for iw in range(w_lo, w_hi):
-                            plane[ih, iw] += share
+def _avg_windows(out_size, k, stride, pad, size, count_include_pad):
+    """Every avg-pool window along one dim: ``lo``, ``hi`` and ``count`` arrays."""
+    lo, hi, count = np.empty(out_size, np.int64), np.empty(out_size, np.int64), np.empty(out_size, np.int64)
+    for i in range(out_size):
+        lo[i], hi[i], count[i] = _avg_window(i, k, stride, pad, size, count_include_pad)
+    return lo, hi, count
 
 
 @_jit
@@ -292,37 +291,297 @@ def _adaptive_window(i, size, out):
 
 
 @_jit
-def adaptive_avg_pool(x, out):
-    """``out`` (N, C, OH, OW): means of ``x`` over the adaptive windows."""
+def _adaptive_windows(out_size, size):
+    """Every adaptive window along one dim: ``lo``, ``hi`` and ``count`` arrays."""
+    lo, hi = np.empty(out_size, np.int64), np.empty(out_size, np.int64)
+    for i in range(out_size):
+        lo[i], hi[i] = _adaptive_window(i, size, out_size)
+    return lo, hi, hi - lo
+
+
+@_jit
+def _covering(lo, hi, size):
+    """For each input position: the outputs ``[first, last)`` whose windows ``[lo, hi)`` hold it.
+
+    Both bounds grow with the output index, so the windows holding a position are a run, and the
+    runs move forward with the position.
+    """
+    first, last = np.empty(size, np.int64), np.empty(size, np.int64)
+    y_first = y_last = 0
+    for i in range(size):
+        while y_first < lo.shape[0] and hi[y_first] <= i:
+            y_first += 1
+        while y_last < lo.shape[0] and lo[y_last] <= i:
+            y_last += 1
+        first[i], last[i] = y_first, y_last
+    return first, last
+
+
+@_jit
+def _is_global(h_lo, h_hi, w_lo, w_hi, height, width):
+    """One window over the whole plane."""
+    return (h_lo.shape[0] == 1 and w_lo.shape[0] == 1 and h_lo[0] == 0 and h_hi[0] == height and w_lo[0] == 0
+            and w_hi[0] == width)
+
+
+@_jit
+def _layout(width, out_w, stride_2_k, pad):
+    """``lead`` zeros before the first row's sums, the row ``pitch`` of the sums, and the window
+    ``slots`` of a row in the means and shares buffers.
+
+    For the stride-2 loops (``stride_2_k`` 2 or 3, the window width) window q of row i starts
+    ``i*pitch + 2*q`` into the buffer: the pitch is even, leaves ``pad`` zeros between one row's data
+    and the next, and holds the last window; a row has ``pitch / 2`` slots, the ones past its last
+    window unused. Otherwise (0) the rows are packed.
+    """
+    if stride_2_k == 0:
+        return 0, width, out_w
+    pitch = max(width + pad, 2 * (out_w - 1) + stride_2_k - pad)
+    pitch += pitch % 2
+    return pad, pitch, pitch // 2
+
+
+@_jit
+def _block_divisors(h_count, w_count, divisor_override, block_rows, slots, like):
+    """The divisor of each window slot of a block of rows (1 in the unused slots), in ``like``'s dtype."""
+    out_h, out_w = h_count.shape[0], w_count.shape[0]
+    divisors = np.ones(block_rows * slots, dtype=like.dtype)
+    for i in range(block_rows):
+        for q in range(out_w):
+            if divisor_override > 0:
+                divisors[i * slots + q] = divisor_override
+            else:
+                divisors[i * slots + q] = h_count[i % out_h] * w_count[q]
+    return divisors
+
+
+# Divisions in loops LLVM vectorises: numba's default error model checks each for a zero divisor,
+# and that branch keeps the loop scalar. Divisors here are never zero: every window holds an input
+# element, and the front end rejects a zero divisor_override.
+_jit_dividing = numba.njit(cache=True, error_model="numpy")
+
+
+@numba.njit(inline="always")
+def _add_rows(source, first, stride, count, dest, at, width, zero):
+    """``dest[at:at + width]``: ``zero`` and ``count`` rows of ``source``, ``stride`` apart from
+    ``first``, added up in order.
+
+    Flat arrays and unsigned offsets: numba then drops the negative-index wraparound on every
+    element, where a view per row would cost two reference counts (3x slower). Inlined into the
+    callers' row loops: as a call, it took 40% longer in avg_pool backward.
+    """
+    first, stride, at, width = np.uint64(first), np.uint64(stride), np.uint64(at), np.uint64(width)
+    if count == 1:
+        for w in range(width):
+            dest[at + w] = zero + source[first + w]
+    elif count == 2:
+        second = first + stride
+        for w in range(width):
+            dest[at + w] = zero + source[first + w] + source[second + w]
+    elif count >= 3:
+        second = first + stride
+        third = second + stride
+        for w in range(width):
+            dest[at + w] = zero + source[first + w] + source[second + w] + source[third + w]
+        # Further rows two at a time: half the passes over dest.
+        for _ in range((count - 3) // 2):
+            second = third + stride
+            third = second + stride
+            for w in range(width):
+                dest[at + w] = dest[at + w] + source[second + w] + source[third + w]
+        if count % 2 == 0:
+            third += stride
+            for w in range(width):
+                dest[at + w] += source[third + w]
+    else:
+        for w in range(width):
+            dest[at + w] = zero
+
+
+@numba.njit(cache=True, fastmath={"reassoc"}, error_model="numpy")
+def _plane_means(flat, means, plane_size, divisor, zero):
+    """``means[p]``: ``zero`` plus the sum of the p-th ``plane_size`` elements of ``flat``, over ``divisor``.
+
+    Reassociation lets LLVM split each plane's one chain of dependent additions into vector lanes
+    (5x faster on 7x7 planes); the sums differ from running totals by rounding only, and
+    infinities and NaN come out the same.
+    """
+    for p in range(means.shape[0]):
+        total = zero
+        start = p * plane_size
+        for k in range(plane_size):
+            total += flat[start + k]
+        means[p] = total / divisor
+
+
+@_jit_dividing
+def _window_means_2(top, divisors, means):
+    """Mean of the 2-wide window starting at ``2*j``, for every j."""
+    for j in range(means.shape[0]):
+        w = 2 * j
+        means[j] = (top[w] + top[w + 1]) / divisors[j]
+
+
+@_jit_dividing
+def _window_means_3(top, divisors, means):
+    """Mean of the 3-wide window starting at ``2*j``, for every j."""
+    for j in range(means.shape[0]):
+        w = 2 * j
+        means[j] = (top[w] + top[w + 1] + top[w + 2]) / divisors[j]
+
+
+@_jit
+def _spread_2(shares, spread):
+    """``spread`` at 2*j and 2*j + 1: the share of the 2-wide window j, the only one holding them."""
+    for j in range(shares.shape[0]):
+        w = 2 * j
+        spread[w] = shares[j]
+        spread[w + 1] = shares[j]
+
+
+@_jit
+def _spread_3(shares, previous, spread):
+    """``spread`` at 2*j: the shares of the 3-wide windows j and j - 1 (``previous[j]``); at 2*j + 1:
+    window j's only."""
+    for j in range(shares.shape[0]):
+        w = 2 * j
+        spread[w] = previous[j] + shares[j]
+        spread[w + 1] = shares[j]
+
+
+@_jit_dividing
+def _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pad):
+    """``out`` (N, C, OH, OW): the sums of ``x`` over windows ``[h_lo[y], h_hi[y]) x [w_lo[q], w_hi[q])``
+    divided by ``h_count[y] * w_count[q]``, or by ``divisor_override`` when it is > 0.
+
+    ``stride_2_k`` 2 or 3: the windows are that wide with stride 2 and ``pad`` columns of left padding,
+    for the stride-2 loops; 0: any windows, summed one by one.
+    """
     n, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
-    for b in range(n):
-        for c in range(channels):
-            plane = x[b, c]
-            for y in range(out_h):
-                h_lo, h_hi = _adaptive_window(y, height, out_h)
+    planes, plane_size = n * channels, height * width
+    flat, out_flat = x.reshape(-1), out.reshape(-1)
+    zero = np.zeros(1, dtype=x.dtype)[0]
+    if _is_global(h_lo, h_hi, w_lo, w_hi, height, width):
+        divisor = divisor_override if divisor_override > 0 else h_count[0] * w_count[0]
+        _plane_means(flat, out_flat, plane_size, divisor, zero)
+        return
+    lead, pitch, slots = _layout(width, out_w, stride_2_k, pad)
+    block_planes = max(1, _MEAN_BLOCK // (out_h * pitch))
+    # Zeros: the padding around the rows is never written.
+    sums = np.zeros(lead + block_planes * out_h * pitch + 2, dtype=x.dtype)
+    means = np.empty(block_planes * out_h * slots, dtype=x.dtype)
+    divisors = _block_divisors(h_count, w_count, divisor_override, block_planes * out_h, slots, x)
+    for p0 in range(0, planes, block_planes):
+        rows = (min(p0 + block_planes, planes) - p0) * out_h
+        for i in range(rows):
+            y = i % out_h
+            _add_rows(flat, (p0 + i // out_h) * plane_size + h_lo[y] * width, width, h_hi[y] - h_lo[y], sums,
+                      lead + i * pitch, width, zero)
+        # With no unused slots the block's means are its output rows, written in place.
+        in_place = slots == out_w
+        block_means = out_flat[p0 * out_h * out_w:(p0 * out_h + rows) * out_w] if in_place else means[:rows * slots]
+        if stride_2_k == 2:
+            _window_means_2(sums, divisors, block_means)
+        elif stride_2_k == 3:
+            _window_means_3(sums, divisors, block_means)
+        else:
+            for i in range(rows):
+                row = np.uint64(i * pitch)
                 for q in range(out_w):
-                    w_lo, w_hi = _adaptive_window(q, width, out_w)
-                    total = 0.0
-                    for ih in range(h_lo, h_hi):
-                        for iw in range(w_lo, w_hi):
-                            total += plane[ih, iw]
-                    out[b, c, y, q] = total / ((h_hi - h_lo) * (w_hi - w_lo))
+                    total = zero
+                    for w in range(np.uint64(w_lo[q]), np.uint64(w_hi[q])):
+                        total += sums[row + w]
+                    block_means[i * slots + q] = total / divisors[i * slots + q]
+        if not in_place:
+            for i in range(rows):
+                source, target = np.uint64(i * slots), np.uint64((p0 * out_h + i) * out_w)
+                for q in range(np.uint64(out_w)):
+                    out_flat[target + q] = means[source + q]
+
+
+@_jit_dividing
+def _mean_pool_backward(grad, grad_x, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k,
+                        pad):
+    """``grad_x`` (N, C, H, W), every element written: the sum of the shares of the windows holding it,
+    a share being an output's gradient over the divisor ``_mean_pool`` used (same arguments)."""
+    n, channels, height, width = grad_x.shape
+    out_h, out_w = grad.shape[2], grad.shape[3]
+    planes, plane_size = n * channels, height * width
+    grad_flat, grad_x_flat = grad.reshape(-1), grad_x.reshape(-1)
+    zero = np.zeros(1, dtype=grad.dtype)[0]
+    if _is_global(h_lo, h_hi, w_lo, w_hi, height, width):
+        divisor = divisor_override if divisor_override > 0 else h_count[0] * w_count[0]
+        for p in range(planes):
+            share = zero + grad_flat[p] / divisor
+            start = np.uint64(p * plane_size)
+            for k in range(np.uint64(plane_size)):
+                grad_x_flat[start + k] = share
+        return
+    lead, pitch, slots = _layout(width, out_w, stride_2_k, pad)
+    block_planes = max(1, _MEAN_BLOCK // (out_h * pitch))
+    # A zero before the first share (the window "before" the first) and in each row's unused slots.
+    shares = np.zeros(1 + block_planes * out_h * slots, dtype=grad.dtype)
+    spread = np.zeros(lead + block_planes * out_h * pitch + 2, dtype=grad.dtype)
+    divisors = _block_divisors(h_count, w_count, divisor_override, block_planes * out_h, slots, grad)
+    first, last = _covering(h_lo, h_hi, height)
+    for p0 in range(0, planes, block_planes):
+        p1 = min(p0 + block_planes, planes)
+        rows = (p1 - p0) * out_h
+        # Row by row into the slots, or the whole block in one loop when no slot is unused.
+        copies, copy_width = (rows, out_w) if slots > out_w else (1, rows * out_w)
+        for i in range(copies):
+            source, target = np.uint64(p0 * out_h * out_w + i * out_w), np.uint64(i * slots)
+            for q in range(np.uint64(copy_width)):
+                shares[1 + target + q] = grad_flat[source + q] / divisors[target + q]
+        if stride_2_k == 2:
+            _spread_2(shares[1:1 + rows * slots], spread)
+        elif stride_2_k == 3:
+            _spread_3(shares[1:1 + rows * slots], shares, spread)
+        else:
+            for i in range(rows):
+                row = np.uint64(i * pitch)
+                for w in range(np.uint64(width)):
+                    spread[row + w] = zero
+                for q in range(out_w):
+                    share = shares[1 + i * slots + q]
+                    for w in range(np.uint64(w_lo[q]), np.uint64(w_hi[q])):
+                        spread[row + w] += share
+        for p in range(p0, p1):
+            for i in range(height):
+                _add_rows(spread, lead + ((p - p0) * out_h + first[i]) * pitch, pitch, last[i] - first[i],
+                          grad_x_flat, p * plane_size + i * width, width, zero)
+
+
+@_jit
+def avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    """``out`` (N, C, OH, OW): window means of ``x``; ``divisor_override`` > 0 replaces the count."""
+    h_lo, h_hi, h_count = _avg_windows(out.shape[2], kh, sh, ph, x.shape[2], count_include_pad)
+    w_lo, w_hi, w_count = _avg_windows(out.shape[3], kw, sw, pw, x.shape[3], count_include_pad)
+    stride_2_k = kw if sw == 2 and (kw == 2 or kw == 3) else 0
+    _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pw)
+
+
+@_jit
+def avg_pool_backward(grad, grad_x, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    """``grad_x`` (N, C, H, W), every element written: each output's gradient spread over its window."""
+    h_lo, h_hi, h_count = _avg_windows(grad.shape[2], kh, sh, ph, grad_x.shape[2], count_include_pad)
+    w_lo, w_hi, w_count = _avg_windows(grad.shape[3], kw, sw, pw, grad_x.shape[3], count_include_pad)
+    stride_2_k = kw if sw == 2 and (kw == 2 or kw == 3) else 0
+    _mean_pool_backward(grad, grad_x, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pw)
+
+
+@_jit
+def adaptive_avg_pool(x, out):
+    """``out`` (N, C, OH, OW): means of ``x`` over the adaptive windows."""
+    h_lo, h_hi, h_count = _adaptive_windows(out.shape[2], x.shape[2])
+    w_lo, w_hi, w_count = _adaptive_windows(out.shape[3], x.shape[3])
+    _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, 0.0, 0, 0)
 
 
 @_jit
 def adaptive_avg_pool_backward(grad, grad_x):
-    """``grad_x`` (N, C, H, W), zeroed by the caller, += each output's gradient spread over its window."""
-    n, channels, height, width = grad_x.shape
-    out_h, out_w = grad.shape[2], grad.shape[3]
-    for b in range(n):
-        for c in range(channels):
-            plane = grad_x[b, c]
-            for y in range(out_h):
-                h_lo, h_hi = _adaptive_window(y, height, out_h)
-                for q in range(out_w):
-                    w_lo, w_hi = _adaptive_window(q, width, out_w)
-                    share = grad[b, c, y, q] / ((h_hi - h_lo) * (w_hi - w_lo))
-                    for ih in range(h_lo, h_hi):
-                        for iw in range(w_lo, w_hi):
-                            plane[ih, iw] += share
+    """``grad_x`` (N, C, H, W), every element written: each output's gradient spread over its window."""
+    h_lo, h_hi, h_count = _adaptive_windows(grad.shape[2], grad_x.shape[2])
+    w_lo, w_hi, w_count = _adaptive_windows(grad.shape[3], grad_x.shape[3])
+    _mean_pool_backward(grad, grad_x, h_lo, h_hi, h_count, w_lo, w_hi, w_count, 0.0, 0, 0)

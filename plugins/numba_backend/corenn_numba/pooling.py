@@ -3,9 +3,12 @@
 The core pools with one whole-array numpy pass per kernel offset (max/where for max
 pooling, a strided-window sum for average pooling) and backward adds one strided
 array per offset; adaptive pooling is two tensordots with averaging matrices. Here
-each is one loop over the output that reads its window in place: max pooling finds
-the maximum and its position in the same pass and saves the flat positions (PyTorch's
-indices) for backward, which is then one scatter-add per output element.
+max pooling is one loop over the output that reads its window in place, finding the
+maximum and its position in the same pass; it saves the flat positions (PyTorch's
+indices) for backward, which is then one scatter-add per output element. Average
+pooling, fixed and adaptive, is separable: each output row's input rows are added up,
+then the windows along that row; backward spreads each output's share along its row
+and writes each input row once, as the sum of the spread rows whose windows hold it.
 
 Handled: float32/float64 inputs with 1 or 2 spatial dims (1-d arrives as a height of 1),
 any kernel size, stride, padding, dilation and ceil_mode. 3-d pooling, integer
@@ -113,7 +116,8 @@ def _max_pool_backward(ctx, grad):
 
 
 class AvgPool(core_pool.AvgPool):
-    """``avg_pool``: one summing pass with PyTorch's per-window divisors; backward spreads the same shares."""
+    """``avg_pool``: row sums, then window sums, with PyTorch's per-window divisors; backward spreads the
+    same shares along the rows, then gathers each input row."""
 
     fallback = False
 
@@ -142,13 +146,14 @@ class AvgPool(core_pool.AvgPool):
         if ctx.fallback:
             return core_pool.AvgPool.backward(ctx, grad)
         planes_shape, one_d, geometry = ctx.params
-        grad_x = np.zeros(planes_shape, dtype=grad.dtype)
+        grad_x = np.empty(planes_shape, dtype=grad.dtype)  # the kernel writes every element
         jit.avg_pool_backward(np.ascontiguousarray(grad if not one_d else grad[:, :, None, :]), grad_x, *geometry)
         return _shape_back(grad_x, one_d)
 
 
 class AdaptiveAvgPool(core_pool.AdaptiveAvgPool):
-    """``adaptive_avg_pool``: window sums in place instead of two averaging-matrix tensordots."""
+    """``adaptive_avg_pool``: avg_pool's separable passes over the adaptive windows, instead of two
+    averaging-matrix tensordots."""
 
     fallback = False
 
@@ -169,7 +174,7 @@ class AdaptiveAvgPool(core_pool.AdaptiveAvgPool):
         if ctx.fallback:
             return core_pool.AdaptiveAvgPool.backward(ctx, grad)
         planes_shape, one_d = ctx.params
-        grad_x = np.zeros(planes_shape, dtype=grad.dtype)
+        grad_x = np.empty(planes_shape, dtype=grad.dtype)  # the kernel writes every element
         jit.adaptive_avg_pool_backward(np.ascontiguousarray(grad if not one_d else grad[:, :, None, :]), grad_x)
         return _shape_back(grad_x, one_d)
 

@@ -5,7 +5,10 @@ divisor_override) run through the public functions with the plugin enabled and d
 the conformance kit gradchecks each op in float64; the layers are compared with PyTorch,
 indices included, when it is installed. max_pool's fast path (2x2 and 3x3 windows, stride 2)
 has its own cases: shapes that take each of its branches against the core, and data full of
-NaN, +-inf, -0.0 and ties against an element-by-element reference and PyTorch.
+NaN, +-inf, -0.0 and ties against an element-by-element reference and PyTorch. So do average
+pooling's separable loops (stride-2 windows, any windows, global pooling, adaptive windows):
+shapes for each branch and border against the core, special values and signed zeros against
+PyTorch.
 """
 
 import numpy as np
@@ -249,6 +252,128 @@ def test_fast_max_pool_nan_matches_pytorch(k, padding):
                                                                 return_indices=True)
     np.testing.assert_array_equal(out.numpy(), expected.numpy())
     np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Average pooling: row sums, then window sums (the stride-2 loops for 2- and 3-wide windows, border ones
+# included; a loop per window otherwise), global pooling, adaptive windows
+# ---------------------------------------------------------------------------------------------------------
+# Shapes that take each branch: rows of window means with no unused slot (written in place into the output)
+# or one (padding, odd widths), windows clipped by padding and ceil mode, rows and columns in no window
+# (their gradient must be written as 0), several blocks of planes, a row wider than a block.
+
+AVG_CASES = [
+    # shape, kernel, stride, padding, ceil_mode
+    ((4, 3, 28, 28), 2, 2, 0, False),   # no unused slot: the means are the output rows
+    ((2, 3, 9, 11), 2, 2, 0, False),    # odd sizes: the last row and column in no window
+    ((2, 3, 9, 11), 2, 2, 0, True),     # ceil mode: the last windows overhang
+    ((2, 3, 10, 7), 2, 2, 1, False),
+    ((2, 3, 10, 7), 2, 2, 1, True),
+    ((2, 3, 32, 32), 3, 2, 1, False),   # bench_numba_conv's avgpool
+    ((2, 3, 13, 12), 3, 2, 0, False),   # the last column in no window
+    ((2, 3, 13, 13), 3, 2, 0, False),   # the last window ending on the last column
+    ((2, 3, 12, 13), 3, 2, 1, True),
+    ((1, 2, 7, 3), 3, 2, 1, False),     # one window per row inside the input
+    ((1, 2, 2, 2), 2, 2, 1, False),     # every window partly in the padding
+    ((1, 2, 5, 2200), 3, 2, 1, True),   # a row wider than a block
+    ((3, 50, 8, 8), 2, 2, 0, False),    # 150 planes: full blocks of planes and a partial last one
+    ((3, 50, 9, 9), 3, 2, 1, True),
+    ((2, 3, 11, 9), (3, 2), (1, 2), (1, 1), False),  # stride 2 across only: any window rows
+    ((2, 3, 11, 9), (4, 3), (3, 2), (2, 1), True),
+    ((2, 3, 11, 9), (2, 4), (2, 3), (1, 2), True),   # no stride-2 loop: a loop per window
+    ((2, 3, 11, 9), (3, 1), (2, 1), (1, 0), False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("count_include_pad, divisor_override", [(True, None), (False, None), (False, 5)])
+@pytest.mark.parametrize("shape, kernel, stride, padding, ceil_mode", AVG_CASES)
+def test_avg_pool_loops_same_as_core(shape, kernel, stride, padding, ceil_mode, count_include_pad,
+                                     divisor_override, dtype):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
+    assert_same_as_core(lambda t: F.avg_pool2d(t, kernel, stride, padding, ceil_mode, count_include_pad,
+                                               divisor_override), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("length, kernel, padding, ceil_mode", [(28, 2, 0, False), (27, 2, 1, True), (32, 3, 1, False),
+                                                               (33, 3, 0, True), (3000, 3, 1, False)])
+def test_avg_pool1d_stride_2_same_as_core(length, kernel, padding, ceil_mode, count_include_pad, dtype):
+    x = np.random.default_rng(length).standard_normal((2, 5, length)).astype(dtype)
+    assert_same_as_core(lambda t: F.avg_pool1d(t, kernel, 2, padding, ceil_mode, count_include_pad), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(4, 8, 7, 7), (2, 3, 1, 1), (2, 3, 1, 40), (2, 3, 33, 1), (2, 2, 64, 64)])
+def test_global_pooling_same_as_core(shape, dtype):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
+    height, width = shape[2:]
+    assert_same_as_core(lambda t: F.adaptive_avg_pool2d(t, 1), x)
+    assert_same_as_core(lambda t: F.avg_pool2d(t, (height, width)), x)
+    assert_same_as_core(lambda t: F.avg_pool2d(t, (height, width), divisor_override=3), x)
+    assert_same_as_core(lambda t: F.adaptive_avg_pool1d(t, 1), x[:, :, 0, :])
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_padded_window_over_the_whole_plane_same_as_core(count_include_pad):
+    # One window of 4x4 with a row and column of padding on each side clips to the 3x3 plane: global
+    # pooling, divided by 16 or 9.
+    x = np.random.default_rng(0).standard_normal((2, 3, 3, 3))
+    assert_same_as_core(lambda t: F.avg_pool2d(t, 4, 4, 1, count_include_pad=count_include_pad), x)
+
+
+ADAPTIVE_CASES = [
+    ((2, 3, 32, 32), (7, 7)),    # bench_numba_conv's adaptive: windows of 5 and 6, overlapping
+    ((2, 3, 32, 32), (8, 4)),    # sizes that divide: windows side by side
+    ((2, 3, 10, 9), (3, 4)),
+    ((2, 3, 3, 5), (5, 7)),      # more outputs than inputs: each input in several windows
+    ((2, 3, 7, 7), (1, 7)),      # one window down or across, not the whole plane
+    ((2, 3, 7, 7), (7, 1)),
+    ((3, 50, 6, 6), (2, 2)),     # 150 planes: several blocks
+    ((1, 2, 3, 300), (2, 3)),    # windows of 100 and more
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, out_size", ADAPTIVE_CASES)
+def test_adaptive_avg_pool_windows_same_as_core(shape, out_size, dtype):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
+    assert_same_as_core(lambda t: F.adaptive_avg_pool2d(t, out_size), x)
+
+
+@pytest.mark.parametrize("out_size", [1, 2, 7, 30, 45])
+def test_adaptive_avg_pool1d_windows_same_as_core(out_size):
+    x = np.random.default_rng(out_size).standard_normal((2, 3, 30)).astype(np.float32)
+    assert_same_as_core(lambda t: F.adaptive_avg_pool1d(t, out_size), x)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("pool", [
+    lambda functional: lambda t: functional.avg_pool2d(t, 2),
+    lambda functional: lambda t: functional.avg_pool2d(t, 3, 2, 1, ceil_mode=True),
+    lambda functional: lambda t: functional.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
+    lambda functional: lambda t: functional.avg_pool2d(t, (3, 4), (1, 3), (1, 2)),
+    lambda functional: lambda t: functional.avg_pool2d(t, (9, 12)),
+    lambda functional: lambda t: functional.avg_pool1d(t[:, :, 0], 3, 2, 1),
+    lambda functional: lambda t: functional.adaptive_avg_pool2d(t, (4, 5)),
+], ids=["2x2", "3x3-ceil", "3x3-no-pad-count", "any-window", "whole-plane", "1d", "adaptive"])
+def test_avg_pool_special_values_and_signed_zeros_match_pytorch(pool):
+    # Sums start from +0.0 as PyTorch's do: a window of -0.0 averages to +0.0, and an input whose windows
+    # all get a gradient of -0.0 gets +0.0. Infinities and NaN spread as in PyTorch.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.choice(np.array([-0.0, -0.0, -0.0, 0.0, 1.0, np.inf, -np.inf, np.nan]), size=(2, 3, 9, 12))
+    x = x.astype(np.float32)
+    ours_x, theirs_x = corenn.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    out, expected = pool(F)(ours_x), pool(torch.nn.functional)(theirs_x)
+    upstream = rng.choice(np.array([-0.0, -0.0, 1.0, -2.0]), size=tuple(expected.shape)).astype(np.float32)
+    out.backward(corenn.tensor(upstream))
+    expected.backward(torch.from_numpy(upstream))
+    for got, want in [(out.detach().numpy(), expected.detach().numpy()), (ours_x.grad.numpy(), theirs_x.grad.numpy())]:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+        zeros = (got == 0) & (want == 0)
+        np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
 
 
 # ---------------------------------------------------------------------------------------------------------
