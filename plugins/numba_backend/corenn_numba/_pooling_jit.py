@@ -14,8 +14,8 @@ that checks each element against the plane's bounds.
 Average pooling, fixed and adaptive, is separable, and runs as row sums, then window sums
 along those rows (backward: the same transposed), each a loop LLVM vectorises; 2- and
 3-wide windows with stride 2 (border ones included) take the same "virtual windows" loop
-as max pooling, other windows a scalar loop each, global pooling one sum per plane (see
-the comment above ``_MEAN_BLOCK``).
+as max pooling, other windows a sum each, global pooling one sum per plane (see the
+comment above ``_MEAN_BLOCK``).
 
 Serial loops, like the rest of this plugin's memory-bound kernels: pooling reads each
 input element once or a few times and runs at memory speed on one core, while a
@@ -254,9 +254,9 @@ def max_pool_backward(grad, indices, grad_x):
 # stride 2 (the usual CNN pools) every window of the block, border ones included, is then the
 # virtual window starting at 2*j (as in max pooling above): one long loop over the block, the
 # padding adding zeros, the slots between one row's last window and the next row's first computed
-# and dropped. Other widths and strides, and adaptive windows, take a scalar loop per window over
-# the same rows (a vectorised version, running sums of each window width, measured 40% slower on
-# AdaptiveAvgPool2d(7)). Global pooling sums each plane in one loop.
+# and dropped. Other widths and strides, and adaptive windows, take a sum per window over the same
+# rows (running sums of each window width across the whole block, vectorised, measured 40% slower
+# on AdaptiveAvgPool2d(7)). Global pooling sums each plane in one loop.
 #
 # Sums are accumulated in the input's dtype (as PyTorch and the core do) and start from +0.0 like
 # PyTorch's, so that a window of -0.0 gives +0.0.
@@ -414,6 +414,16 @@ def _plane_means(flat, means, plane_size, divisor, zero):
         means[p] = total / divisor
 
 
+@numba.njit(cache=True, fastmath={"reassoc"})
+def _range_sum(values, start, stop, zero):
+    """``zero`` plus the sum of ``values[start:stop]``, in vector lanes as ``_plane_means`` (5x faster
+    on AdaptiveAvgPool1d(2) of 30000 elements, no slower on windows of a few)."""
+    total = zero
+    for k in range(start, stop):
+        total += values[k]
+    return total
+
+
 @_jit_dividing
 def _window_means_2(top, divisors, means):
     """Mean of the 2-wide window starting at ``2*j``, for every j."""
@@ -489,9 +499,7 @@ def _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_overrid
             for i in range(rows):
                 row = np.uint64(i * pitch)
                 for q in range(out_w):
-                    total = zero
-                    for w in range(np.uint64(w_lo[q]), np.uint64(w_hi[q])):
-                        total += sums[row + w]
+                    total = _range_sum(sums, row + np.uint64(w_lo[q]), row + np.uint64(w_hi[q]), zero)
                     block_means[i * slots + q] = total / divisors[i * slots + q]
         if not in_place:
             for i in range(rows):
