@@ -178,19 +178,6 @@ def to_chunk(src, n0, n1, dst):
             _copy(dst[o, b * plane:(b + 1) * plane], src[n0 + b, o])
 
 
-@_jit
-def from_chunk(src, n0, n1, dst, bias, has_bias):
-    """(O, (n1-n0)*L) ``src`` -> ``dst[n0:n1]`` (N, O, L), adding ``bias`` (O,) on the way when ``has_bias``."""
-    channels, plane = dst.shape[1], dst.shape[2]
-    for b in range(n1 - n0):
-        for o in range(channels):
-            target = dst[n0 + b, o]
-            source = src[o, b * plane:(b + 1) * plane]
-            shift = bias[o] if has_bias else 0
-            for q in range(plane):
-                target[q] = source[q] + shift
-
-
 @numba.njit(cache=True, fastmath={"reassoc", "contract"})
 def _dot(a, b):
     """Sum of ``a * b``; reassociation lets LLVM keep several vector partial sums."""
