@@ -6,11 +6,11 @@ Both work on 2-d planes (1-d convolutions arrive with a height of 1) and take th
 padding as the offset of the first window, so no padded copy of the input is made:
 window positions outside the input read as zero (im2col) or are dropped (col2im).
 Columns hold the images of a chunk side by side: ``cols[(c, i, j), b * L + y * out_w + x]``
-with ``L = out_h * out_w``, which is what one BLAS matmul per group wants.
+with ``L = out_h * out_w``, which is what one matrix product per group wants.
 
-They are serial loops: the matmul between them is what uses both cores (OpenBLAS
-threads), and a numba parallel region next to BLAS calls measured up to 5x slower on
-the shared 2-core machines (the idle team's threads spin while BLAS needs the cores).
+Also here: ``weight_grad_by_dots``, the weight gradient of convs with very few input
+channels. The loops are serial; ``corenn_numba._threads.split`` runs the nogil ones on
+several threads (see that module for why not numba's ``parallel=True``).
 """
 from __future__ import annotations
 
