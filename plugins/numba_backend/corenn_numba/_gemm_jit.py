@@ -309,15 +309,24 @@ def pack_weight(weight_g):
         groups, blocks, depth * MR)
 
 
-def pad_input(x, pads, columns):
-    """``x`` (N, C, H, W) zero-padded by ``pads`` ((top, bottom), (left, right)), flat, plus ``columns`` spare zeros.
+def crop_negative_pads(x, pads):
+    """``x`` (N, C, H, W) without the rows and columns a negative pad drops, and the pads with those set to 0.
 
-    Returns the flat buffer and the padded shape. A negative pad crops (the input gradient of
-    a convolution padded by more than its kernel's reach runs as a conv with negative padding).
+    The input gradient of a conv padded by more than its kernel's reach runs as a conv with
+    negative padding, and a ``conv_transpose`` with output_padding above its padding is the
+    gradient of a conv that ignores its input's last rows.
     """
     (top, bottom), (left, right) = pads
     x = x[:, :, max(-top, 0):x.shape[2] - max(-bottom, 0), max(-left, 0):x.shape[3] - max(-right, 0)]
-    top, bottom, left, right = max(top, 0), max(bottom, 0), max(left, 0), max(right, 0)
+    return x, ((max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)))
+
+
+def pad_input(x, pads, columns):
+    """``x`` (N, C, H, W) zero-padded by ``pads`` ((top, bottom), (left, right)), flat, plus ``columns`` spare zeros.
+
+    Returns the flat buffer and the padded shape; a negative pad crops (``crop_negative_pads``).
+    """
+    x, ((top, bottom), (left, right)) = crop_negative_pads(x, pads)
     n, channels, height, width = x.shape
     shape = (n, channels, height + top + bottom, width + left + right)
     buffer = np.zeros(int(np.prod(shape)) + columns, dtype=x.dtype)

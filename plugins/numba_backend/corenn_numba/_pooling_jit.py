@@ -562,20 +562,28 @@ def _mean_pool_backward(grad, grad_x, h_lo, h_hi, h_count, w_lo, w_hi, w_count, 
 
 
 @_jit
-def avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
-    """``out`` (N, C, OH, OW): window means of ``x``; ``divisor_override`` > 0 replaces the count."""
+def _avg_geometry(out, x, kh, kw, sh, sw, ph, pw, count_include_pad):
+    """Window bounds and counts along both dims for (N, C, OH, OW) ``out`` over (N, C, H, W) ``x``,
+    and the width of a stride-2 window that the virtual-window loops take (2 or 3; 0: none)."""
     h_lo, h_hi, h_count = _avg_windows(out.shape[2], kh, sh, ph, x.shape[2], count_include_pad)
     w_lo, w_hi, w_count = _avg_windows(out.shape[3], kw, sw, pw, x.shape[3], count_include_pad)
     stride_2_k = kw if sw == 2 and (kw == 2 or kw == 3) else 0
+    return h_lo, h_hi, h_count, w_lo, w_hi, w_count, stride_2_k
+
+
+@_jit
+def avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    """``out`` (N, C, OH, OW): window means of ``x``; ``divisor_override`` > 0 replaces the count."""
+    h_lo, h_hi, h_count, w_lo, w_hi, w_count, stride_2_k = _avg_geometry(out, x, kh, kw, sh, sw, ph, pw,
+                                                                          count_include_pad)
     _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pw)
 
 
 @_jit
 def avg_pool_backward(grad, grad_x, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     """``grad_x`` (N, C, H, W), every element written: each output's gradient spread over its window."""
-    h_lo, h_hi, h_count = _avg_windows(grad.shape[2], kh, sh, ph, grad_x.shape[2], count_include_pad)
-    w_lo, w_hi, w_count = _avg_windows(grad.shape[3], kw, sw, pw, grad_x.shape[3], count_include_pad)
-    stride_2_k = kw if sw == 2 and (kw == 2 or kw == 3) else 0
+    h_lo, h_hi, h_count, w_lo, w_hi, w_count, stride_2_k = _avg_geometry(grad, grad_x, kh, kw, sh, sw, ph, pw,
+                                                                          count_include_pad)
     _mean_pool_backward(grad, grad_x, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pw)
 
 

@@ -20,6 +20,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 #: Below this much work (in multiply-adds or element operations) a call runs on the calling
 #: thread alone: waking the pool costs some tens of microseconds.
 MIN_WORK = 1 << 22
@@ -79,3 +81,9 @@ def split(kernel, items: int, work: float, *args) -> list:
         for helper in helpers:
             helper.result()
     return results
+
+
+def split_sum(kernel, items: int, work: float, *args):
+    """``split`` for a kernel that returns a partial sum (an array) per slice: their total."""
+    partials = split(kernel, items, work, *args)
+    return partials[0] if len(partials) == 1 else np.sum(partials, axis=0)

@@ -47,7 +47,7 @@ import numpy as np
 from corenn.ops import conv as core_conv
 
 from corenn_numba._base import LazyModule, handles
-from corenn_numba._threads import split
+from corenn_numba._threads import split, split_sum
 from corenn_numba.linear import matmul
 
 jit = LazyModule("corenn_numba._conv_jit")
@@ -159,8 +159,8 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
 
 
 def _weight_grad_fits_stride1(x4, weight_g):
-    """The implicit-GEMM weight gradient computes input channels in blocks of ``nr`` (32 float32s):
-    with fewer than half a block per group most of it would be padding, and im2col + BLAS is faster."""
+    """The channels-last weight gradient computes input channels in blocks of ``nr`` (32 float32s): with
+    fewer than half a block per group most of it would be padding, and ``_weight_grad_im2col`` is faster."""
     return 2 * (x4.shape[1] // weight_g.shape[0]) >= gemm.nr(x4.dtype)
 
 
@@ -181,32 +181,25 @@ def _weight_grad_im2col(x4, grad3, weight_g, geometry):
     n, rows_per_group = x4.shape[0], weight_g.shape[2]
     work = grad3.size * rows_per_group
     if rows_per_group <= DOTS_MAX_ROWS:
-        partials = split(jit.weight_grad_by_dots, n, work, x4, grad3, weight_g.shape[0], *geometry)
-    else:
-        partials = split(gemm.conv_weight_grad_im2col, n, work, x4, grad3, weight_g.shape[0], gemm.nr(x4.dtype),
-                         *geometry)
-        partials = [p.transpose(0, 2, 1) for p in partials]  # (groups, taps, channels) -> (groups, channels, taps)
-    total = partials[0] if len(partials) == 1 else np.sum(partials, axis=0)
-    return np.ascontiguousarray(total)
+        return split_sum(jit.weight_grad_by_dots, n, work, x4, grad3, weight_g.shape[0], *geometry)
+    total = split_sum(gemm.conv_weight_grad_im2col, n, work, x4, grad3, weight_g.shape[0], gemm.nr(x4.dtype),
+                      *geometry)
+    return np.ascontiguousarray(total.transpose(0, 2, 1))  # (groups, taps, channels) -> (groups, channels, taps)
 
 
 def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size):
     """The weight gradient of a stride-1 conv, (groups, O/g, C/g*kh*kw), on the microkernel (see ``_gemm_jit``)."""
-    n, channels, height, width = x4.shape
+    n, channels = x4.shape[:2]
     groups, out_per_group = weight_g.shape[:2]
     in_per_group = channels // groups
     columns = gemm.nr(x4.dtype)
     c_pad = -(-in_per_group // columns) * columns
     o_blocks = -(-out_per_group // gemm.MR)
-    # A negative pad ignores rows or columns of x: crop them, then pad by zero on that side.
-    (top, bottom), (left, right) = pads
-    x4 = x4[:, :, max(-top, 0):height - max(-bottom, 0), max(-left, 0):width - max(-right, 0)]
-    (top, bottom), (left, right) = ((max(p, 0) for p in pair) for pair in pads)
+    x4, ((top, bottom), (left, right)) = gemm.crop_negative_pads(x4, pads)
     padded_size = (x4.shape[2] + top + bottom, x4.shape[3] + left + right)
     grad4 = grad3.reshape(grad3.shape[:2] + tuple(out_size))
-    partials = split(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, o_blocks,
-                     c_pad, columns, *kernel, *dilation, top, left, *padded_size, *out_size)
-    total = partials[0] if len(partials) == 1 else np.sum(partials, axis=0)
+    total = split_sum(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, o_blocks,
+                      c_pad, columns, *kernel, *dilation, top, left, *padded_size, *out_size)
     # (groups, O/g padded, taps, C/g padded) -> (groups, O/g, C/g, taps)
     return total[:, :out_per_group, :, :in_per_group].transpose(0, 1, 3, 2).reshape(weight_g.shape)
 
