@@ -1,6 +1,6 @@
 """A third-party plugin as a user gets one: its own pyproject with an entry point, pip-installed into a virtualenv.
 
-The virtualenv sees the system site-packages (numpy, pluggy, corenn itself), so pip
+The virtualenv sees this environment's packages (numpy, pluggy, corenn itself; see _child_venv.py), so pip
 installs only the throwaway plugins, offline (``--no-index --no-deps
 --no-build-isolation``). Slow (~10-60 s: pip builds two wheels), but it is the
 contract end to end, so it runs in CI.
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from _child_venv import make_child_venv, pip_install_offline
 from test_plugins_entry_points import IMPORT_ERROR_PLUGIN, RAISING_HOOK_PLUGIN, TOY_PLUGIN
 
 pytestmark = [
@@ -69,13 +70,8 @@ def venv(tmp_path_factory):
                            {"__init__.py": "", "import_error.py": IMPORT_ERROR_PLUGIN,
                             "raising_hook.py": RAISING_HOOK_PLUGIN})
     env_dir = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)],
-                   check=True, timeout=120)
-    python = env_dir / "bin" / "python"
-    # pip itself comes from the system site-packages; it installs into the virtualenv (sys.prefix).
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation",
-                              "--disable-pip-version-check", "-q", str(toy), str(broken)],
-                             capture_output=True, text=True, cwd=root, timeout=300)
+    python = make_child_venv(env_dir)
+    install = pip_install_offline(python, str(toy), str(broken), cwd=root)
     assert install.returncode == 0, install.stdout + install.stderr
     return python
 

@@ -1,8 +1,8 @@
 """docs/writing-plugins.md works as written: build its plugin from the page, pip-install it, run its tests.
 
 Every fenced block of the page that starts with ``# file: <path>`` is written to a
-temporary project; the project is pip-installed into a virtualenv (system
-site-packages visible, offline) and its own test file runs there with pytest.
+temporary project; the project is pip-installed into a virtualenv (seeing this
+environment's packages, offline) and its own test file runs there with pytest.
 """
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from _child_venv import make_child_venv, pip_install_offline
 
 pytestmark = [
     pytest.mark.slow,
@@ -45,12 +46,8 @@ def installed(tmp_path_factory):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     env_dir = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)],
-                   check=True, timeout=120)
-    python = env_dir / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation",
-                              "--disable-pip-version-check", "-q", str(project)],
-                             capture_output=True, text=True, cwd=root, timeout=300)
+    python = make_child_venv(env_dir)
+    install = pip_install_offline(python, str(project), cwd=root)
     assert install.returncode == 0, install.stdout + install.stderr
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CORENN_") and k != "PYTHONPATH"}
     return python, project, environment
