@@ -1,40 +1,75 @@
 """Switches for gradient recording: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode``.
 
-Each works as a context manager and as a decorator, as in PyTorch. The flag lives in
-:mod:`corenn.autograd.node` so that the per-op hot path reads one module global.
+Each works as a context manager and as a decorator, as in PyTorch.
+
+Grad mode is per thread, as in PyTorch: ``no_grad()`` in one thread does not stop
+another thread's ops from recording, and every new thread starts with grad
+enabled and inference mode off, whatever the thread that started it was in. (A
+worker that should not record enters ``no_grad()`` itself.) The flags live on
+:data:`corenn.autograd.node.grad_mode`, a ``threading.local``, so the per-op hot
+path reads one attribute.
+
+Example::
+
+    >>> x = corenn.ones(2, requires_grad=True)
+    >>> with corenn.no_grad():
+    ...     (x * 2).requires_grad
+    False
+    >>> (x * 2).requires_grad
+    True
+    >>> @corenn.inference_mode()
+    ... def predict(x):
+    ...     return corenn.is_inference_mode_enabled(), (x * 2).requires_grad
+    >>> predict(x)
+    (True, False)
 """
 from __future__ import annotations
 
 import functools
 import inspect
 
-from corenn.autograd import node as _node
+from corenn.autograd.node import _set_grad_enabled, grad_mode as _mode
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "is_inference_mode_enabled"]
 
 
 def is_grad_enabled() -> bool:
-    """Whether ops on tensors that require grad record a graph."""
-    return _node.GRAD_ENABLED
+    """Whether ops on tensors that require grad record a graph, in the calling thread.
+
+    Example::
+
+        >>> with corenn.no_grad():
+        ...     corenn.is_grad_enabled()
+        False
+    """
+    return _mode.enabled
 
 
 def is_inference_mode_enabled() -> bool:
-    return _node.INFERENCE_MODE
+    """Whether ``inference_mode`` is on in the calling thread.
+
+    Example::
+
+        >>> with corenn.inference_mode():
+        ...     corenn.is_inference_mode_enabled()
+        True
+    """
+    return _mode.inference
 
 
 class _GradModeContext:
-    """Base for the grad-mode switches: sets a mode on enter, restores the previous one on exit."""
+    """Base for the grad-mode switches: sets the calling thread's mode on enter, restores it on exit."""
 
     enabled = False
 
     def __enter__(self):
-        self._previous = _node.GRAD_ENABLED
-        _node.GRAD_ENABLED = self.enabled
+        self._previous = _mode.enabled
+        _set_grad_enabled(self.enabled)
         return None
 
     def __exit__(self, *exc):
-        _node.GRAD_ENABLED = self._previous
+        _set_grad_enabled(self._previous)
         return False
 
     def __call__(self, func):
@@ -91,15 +126,15 @@ class set_grad_enabled(_GradModeContext):
 
     def __init__(self, mode: bool):
         self.enabled = bool(mode)
-        self._previous = _node.GRAD_ENABLED
-        _node.GRAD_ENABLED = self.enabled
+        self._previous = _mode.enabled
+        _set_grad_enabled(self.enabled)
 
     def __enter__(self):
         return None
 
     def __call__(self, func):
         # Used as a decorator: undo the immediate effect of __init__; apply per call instead.
-        _node.GRAD_ENABLED = self._previous
+        _set_grad_enabled(self._previous)
         return super().__call__(func)
 
     def clone(self):
@@ -120,16 +155,16 @@ class inference_mode(_GradModeContext):
         self.enabled = not self.mode
 
     def __enter__(self):
-        self._previous = _node.GRAD_ENABLED
-        self._previous_inference = _node.INFERENCE_MODE
+        self._previous = _mode.enabled
+        self._previous_inference = _mode.inference
         if self.mode:
-            _node.GRAD_ENABLED = False
-            _node.INFERENCE_MODE = True
+            _set_grad_enabled(False)
+            _mode.inference = True
         return None
 
     def __exit__(self, *exc):
-        _node.GRAD_ENABLED = self._previous
-        _node.INFERENCE_MODE = self._previous_inference
+        _set_grad_enabled(self._previous)
+        _mode.inference = self._previous_inference
         return False
 
     def clone(self):

@@ -203,7 +203,7 @@ class BackwardHook:
         Tensor = _node._Tensor
         indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         tensors = [args[i] for i in indices]
-        if not (_node.GRAD_ENABLED and any(t._requires_grad for t in tensors)):
+        if not (_node.grad_mode.enabled and any(t._requires_grad for t in tensors)):
             return args, None
         node, new_tensors = _identity_through_node(tensors)
         attach(node)
