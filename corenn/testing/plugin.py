@@ -1,7 +1,9 @@
-"""Register a plugin for one test: :func:`register_plugin` and the pytest fixture ``corenn_plugin``.
+"""Register a plugin for one test: :func:`register_plugin`, and the pytest fixture ``corenn_plugin``.
 
-pytest loads this module by itself wherever corenn is installed (entry point
-``pytest11``; ``-p no:corenn`` turns that off), so in any test::
+The fixture is defined in the top-level module ``_corenn_pytestplugin``, which
+pytest loads by itself wherever corenn is installed (entry point ``pytest11``;
+``-p no:corenn`` turns that off) and which imports corenn only when a test uses
+the fixture. So in any test::
 
     def test_fast_relu(corenn_plugin):
         record = corenn_plugin(FastRelu())          # registered now, removed after the test
@@ -52,25 +54,7 @@ def register_plugin(plugin, name: str | None = None, *, allow_failure: bool = Fa
             plugins.unregister(record.name)
 
 
-try:
-    import pytest
+try:  # the fixture, for ``from corenn.testing.plugin import corenn_plugin`` and ``pytest_plugins``
+    from _corenn_pytestplugin import corenn_plugin  # noqa: F401
 except ImportError:  # corenn.testing works without pytest; only the fixture needs it
-    pytest = None
-
-if pytest is not None:
-    @pytest.fixture
-    def corenn_plugin():
-        """Factory fixture: ``corenn_plugin(obj, name=None, allow_failure=False)`` registers ``obj`` for one test.
-
-        Returns the plugin's record; several plugins may be registered in one test
-        (they are removed in reverse order).
-
-        Example::
-
-            def test_counts_ops(corenn_plugin):
-                corenn_plugin(CountingObserverPlugin())
-        """
-        with contextlib.ExitStack() as stack:
-            def add(plugin, name: str | None = None, *, allow_failure: bool = False):
-                return stack.enter_context(register_plugin(plugin, name, allow_failure=allow_failure))
-            yield add
+    pass
