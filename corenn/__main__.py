@@ -2,9 +2,10 @@
 
 Commands::
 
-    python -m corenn plugins [--json]   # every plugin: status, distribution, hooks, devices, kernels
+    python -m corenn plugins [--json]   # every plugin: status, distribution, hooks, devices, kernels, paths
     python -m corenn info [--json]      # versions, BLAS, devices and each plugin's own lines
     python -m corenn hooks              # the hooks a plugin can implement (corenn/hookspecs.py)
+    python -m corenn kernels [--markdown]  # every op's kernel signature (--markdown: docs/kernels.md)
     python -m corenn --version
 
 Example::
@@ -88,8 +89,15 @@ def cmd_plugins(as_json: bool, out) -> int:
                              ("op observers", summary["op_observers"])):
             if count:
                 out.write(f"  {label}: {count}\n")
-        for line in _kernel_lines(summary["kernels"]):
+        kernel_lines = _kernel_lines(summary["kernels"])
+        if kernel_lines and record.status != "active":
+            kernel_lines[0] += "  -- not dispatched while " + record.status
+        for line in kernel_lines:
             out.write(line + "\n")
+        if record.import_paths:
+            out.write("  import paths:\n")
+            for path, target in sorted(record.import_paths.items()):
+                out.write(f"    {path} -> {target}\n")
     return 0
 
 
@@ -173,6 +181,79 @@ def cmd_hooks(out) -> int:
     return 0
 
 
+KERNELS_MD_COMMAND = "python -m corenn kernels --markdown > docs/kernels.md"
+
+_KERNELS_MD_HEADER = f"""# Kernel reference
+
+<!-- Generated from the kernel registry by `{KERNELS_MD_COMMAND}`; do not edit.
+     tests/test_kernels_reference.py fails when this file and the registry differ. -->
+
+Every op of the core, with the signature of its kernel: what a kernel override
+(`corenn_register_kernels`, [writing-plugins.md](writing-plugins.md)) receives and must
+return. An override subclasses the core kernel (`corenn.kernels.core_kernel(op)`) and keeps
+its `forward` signature; `corenn.kernels.KernelOverride` runs the core kernel for inputs the
+override does not handle.
+
+- **`forward(ctx, ...)`**: the front end passes an op's tensor inputs positionally, as raw
+  arrays of the device's array module (`ctx.xp`), and its settings (axes, shapes, flags)
+  by keyword. A parameter that Python allows both ways (softmax's `axis`) may come either
+  way: accept both, as the core kernel does. `forward` returns an array, or a tuple of
+  `outputs` arrays.
+- **`backward(ctx, grad_output)`** receives the gradient of the output (a tuple, one per
+  output, `None` for outputs that got none, when `outputs` is not 1) and returns one
+  gradient or `None` per positional argument `forward` received: `len(ctx.needs_input_grad)`
+  of them, each of its input's shape. `ctx.needs_input_grad[i]` says whether input `i`'s is
+  wanted. Arrays reach `backward` only through `ctx.save_for_backward(...)` (`ctx.saved`).
+- **outputs**: `num_outputs` (`n` when it depends on the arguments, as for `split`).
+  **grad**: `no` marks `differentiable = False` ops: their outputs never require grad
+  and `backward` is never called.
+- Kernels are registered for device type `*`: every backend whose `xp` speaks numpy's API.
+"""
+
+
+def kernels_markdown() -> str:
+    """``docs/kernels.md``: every core op's kernel, from the registry (:func:`corenn.kernels.core_kernels`).
+
+    Example::
+
+        >>> kernels_markdown().splitlines()[0]
+        '# Kernel reference'
+    """
+    from corenn.kernels import core_kernels
+
+    lines = [_KERNELS_MD_HEADER, "| op | `forward(ctx, ...)` | outputs | grad | kernel | what it computes |",
+             "|---|---|---|---|---|---|"]
+    for op, kernel in sorted(core_kernels().items()):
+        outputs = "n" if kernel.num_outputs < 0 else str(kernel.num_outputs)
+        if kernel.differentiable_outputs is not None:
+            outputs += " (grad: " + ", ".join(str(i) for i, d in enumerate(kernel.differentiable_outputs) if d) + ")"
+        summary = " ".join((inspect.getdoc(kernel) or "").split("\n\n")[0].split()) if kernel.__doc__ else ""
+        lines.append(f"| `{op}` | `{_forward_signature(kernel)}` | {outputs} | "
+                     f"{'yes' if kernel.differentiable else 'no'} | `{kernel.__qualname__}` in `{kernel.__module__.replace('.', '/')}.py` | "
+                     f"{summary.replace('|', '&#124;')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _forward_signature(kernel) -> str:
+    """``(a, b, alpha=1)``: forward's parameters without ``ctx`` and without annotations."""
+    parameters = list(inspect.signature(kernel.forward).parameters.values())[1:]
+    return str(inspect.Signature([p.replace(annotation=p.empty) for p in parameters])).replace("|", "&#124;")
+
+
+def cmd_kernels(markdown: bool, out) -> int:
+    from corenn import dispatch
+    from corenn.kernels import core_kernels
+
+    if markdown:
+        out.write(kernels_markdown())
+        return 0
+    for op, kernel in sorted(core_kernels().items()):
+        out.write(f"{op}{_forward_signature(kernel)}  outputs={kernel.num_outputs if kernel.num_outputs >= 0 else 'n'}"
+                  f"{'' if kernel.differentiable else ' not differentiable'}  "
+                  f"cpu: {dispatch.kernels.source_of(op, 'cpu')}\n")
+    return 0
+
+
 def main(argv: list[str] | None = None, out=None) -> int:
     """Entry point of ``python -m corenn`` (and the ``corenn`` console script); returns the exit status.
 
@@ -186,12 +267,14 @@ def main(argv: list[str] | None = None, out=None) -> int:
     out = out or sys.stdout
     parser = argparse.ArgumentParser(prog="python -m corenn", description="corenn: see what is installed.")
     parser.add_argument("--version", action="version", version=f"corenn {corenn.__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="{plugins,info,hooks}")
+    commands = parser.add_subparsers(dest="command", metavar="{plugins,info,hooks,kernels}")
     plugins_parser = commands.add_parser("plugins", help="list plugins: status, distribution, hooks, devices, kernels")
     plugins_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     info_parser = commands.add_parser("info", help="versions, BLAS, devices, plugins: paste into a bug report")
     info_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     commands.add_parser("hooks", help="list the hooks a plugin can implement")
+    kernels_parser = commands.add_parser("kernels", help="every op's kernel signature, and who runs it on cpu")
+    kernels_parser.add_argument("--markdown", action="store_true", help="print docs/kernels.md")
     args = parser.parse_args(argv)
     if args.command == "plugins":
         return cmd_plugins(args.json, out)
@@ -199,6 +282,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
         return cmd_info(args.json, out)
     if args.command == "hooks":
         return cmd_hooks(out)
+    if args.command == "kernels":
+        return cmd_kernels(args.markdown, out)
     parser.print_help(out)
     return 0
 

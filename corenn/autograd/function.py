@@ -52,7 +52,6 @@ class BackwardCFunction(FunctionCtx, Node):
         self.to_save = ()
         self.non_differentiable = set()
         self.materialize_grads = True
-        self.needs_input_grad = ()
 
     @property
     def saved_tensors(self):
@@ -140,19 +139,19 @@ class Function(metaclass=_FunctionMeta):
     def apply(cls, *args, **kwargs):
         Tensor = _node._Tensor
         ctx = BackwardCFunction(cls)
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        # Edges before forward: ctx.needs_input_grad (Node's, read from the edges) is PyTorch's there too.
+        _node.attach(ctx, args)
         with no_grad():
             if cls.setup_context is not None and cls.setup_context is not Function.setup_context:
                 output = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, output)
             else:
                 output = cls.forward(ctx, *args, **kwargs)
-        records = _node.GRAD_ENABLED and any(ctx.needs_input_grad)
+        records = _node.grad_mode.enabled and any(ctx.needs_input_grad)
         many = isinstance(output, tuple)
         outputs = output if many else (output,)
         if not records:
             return output
-        _node.attach(ctx, args)
         ctx.input_shapes = tuple(a._data.shape if isinstance(a, Tensor) else None for a in args)
         ctx.num_outputs = len(outputs)
         ctx.output_specs = tuple((o._data.shape, o._data.dtype, o._device) if isinstance(o, Tensor) else None

@@ -92,11 +92,11 @@ class Conv(Op):
         out_channels = weight.shape[0]
         grad_g = xp.ascontiguousarray(grad.swapaxes(0, 1)).reshape(groups, out_channels // groups, -1)
         grad_x = grad_weight = grad_bias = None
-        if ctx.next_edges[1] is not None:
+        if ctx.needs_input_grad[1]:
             grad_weight = xp.matmul(grad_g, cols_g.swapaxes(1, 2)).reshape(weight.shape)
-        if has_bias and ctx.next_edges[2] is not None:
+        if has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad_g.reshape(out_channels, -1).sum(axis=1)
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             weight_g = weight.reshape(groups, out_channels // groups, -1)
             grad_cols = xp.matmul(weight_g.swapaxes(1, 2), grad_g)
             grad_cols = grad_cols.reshape(padded_shape[1], *weight.shape[2:], x_shape[0], *out_size)
@@ -144,12 +144,12 @@ class ConvTranspose(Op):
         cols = _im2col(xp, grad_full, kernel_size, stride, dilation, x_shape[2:])
         cols_g = cols.reshape(groups, -1, x_shape[0] * math.prod(x_shape[2:]))  # (g, C_out/g * k, N*L)
         grad_x = grad_weight = grad_bias = None
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             weight_g = weight.reshape(groups, in_channels // groups, -1)
             grad_x = xp.matmul(weight_g, cols_g).reshape(in_channels, x_shape[0], *x_shape[2:]).swapaxes(0, 1)
-        if ctx.next_edges[1] is not None:
+        if ctx.needs_input_grad[1]:
             grad_weight = xp.matmul(x_g, cols_g.swapaxes(1, 2)).reshape(weight.shape)
-        if has_bias and ctx.next_edges[2] is not None:
+        if has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.sum(axis=(0,) + tuple(range(2, grad.ndim)))
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 

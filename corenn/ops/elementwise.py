@@ -33,7 +33,7 @@ class Add(Op):
     def backward(ctx, grad):
         a_shape, b_shape, alpha = ctx.shapes
         grad_b = None
-        if ctx.next_edges[1] is not None:
+        if ctx.needs_input_grad[1]:
             grad_b = sum_to_shape(grad if alpha == 1 else grad * alpha, b_shape)
         return grad if grad.shape == a_shape else sum_to_shape(grad, a_shape), grad_b
 
@@ -63,13 +63,13 @@ class Mul(Op):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved
-        to_a, to_b = ctx.next_edges
+        need_a, need_b = ctx.needs_input_grad
         grad_a = grad_b = None
-        if to_a is not None:
+        if need_a:
             grad_a = grad * b
             if grad_a.shape != a.shape:
                 grad_a = sum_to_shape(grad_a, a.shape)
-        if to_b is not None:
+        if need_b:
             grad_b = grad * a
             if grad_b.shape != b.shape:
                 grad_b = sum_to_shape(grad_b, b.shape)
@@ -107,7 +107,7 @@ def _check_integer_divisor(xp, a, b, op="div_floor_cpu"):
     if a.dtype.kind == "b":
         raise NotImplementedError(f"\"{op}\" not implemented for 'Bool'")
     # numpy quietly gives 0 for an integer division by zero; PyTorch raises.
-    if a.dtype.kind in "iu" and bool((xp.asarray(b) == 0).any()):
+    if a.dtype.kind in "iu" and (xp.asarray(b) == 0).any().item():
         raise RuntimeError("ZeroDivisionError")
 
 
@@ -775,7 +775,7 @@ def _erf_series(xp, x):
         n += 1
         term = term * z2 / (2 * n + 1)
         total = total + term
-        if not bool((term > 1e-17 * total).any()):
+        if not (term > 1e-17 * total).any().item():
             break
     return xp.sign(x) * (_TWO_OVER_SQRT_PI * z * xp.exp(-z * z) * total)
 

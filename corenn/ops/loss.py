@@ -5,6 +5,7 @@ broadcasts one upstream gradient instead of running a separate reduction node.
 """
 from __future__ import annotations
 
+from corenn.kernels import check_targets
 from corenn.ops._kernel import Op, kernel, sum_to_shape
 
 
@@ -21,8 +22,12 @@ def _upstream(grad, reduction, denominator):
     """The per-element factor of the upstream gradient (broadcastable to the unreduced loss)."""
     if reduction == "mean":
         # Every target ignored (or weighted 0): the loss is nan, as in PyTorch, yet nothing
-        # contributed to it, so the gradient is 0 rather than 0/0.
-        return grad / denominator if denominator else grad * 0
+        # contributed to it, so the gradient is 0 rather than 0/0. The denominator may be a
+        # device array: chosen without reading it on the host.
+        nonzero = denominator != 0
+        if nonzero.__class__ is bool:
+            return grad / denominator if nonzero else grad * 0
+        return grad / (denominator + ~nonzero) * nonzero
     return grad
 
 
@@ -33,13 +38,6 @@ def _class_shape(ndim, classes):
 # ---------------------------------------------------------------------------------------------------------
 # Cross-entropy: log_softmax + nll in one node
 # ---------------------------------------------------------------------------------------------------------
-
-def _check_targets(xp, target, valid, classes):
-    bad = valid & ((target < 0) | (target >= classes))
-    if bad.any():
-        raise IndexError(f"Target {int(target[bad].reshape(-1)[0])} is out of bounds (expected a class index in "
-                         f"[0, {classes - 1}])")
-
 
 @kernel("cross_entropy", "LogSoftmaxBackward0")
 class CrossEntropy(Op):
@@ -64,7 +62,7 @@ class CrossEntropy(Op):
             denominator = logits.size // classes
         else:
             valid = target != ignore_index
-            _check_targets(xp, target, valid, classes)
+            check_targets(xp, target, valid, classes)
             index = xp.where(valid, target, 0)
             one_hot = xp.expand_dims(index, 1) == xp.arange(classes).reshape(_class_shape(logits.ndim, classes))
             q = one_hot * (1 - label_smoothing) + label_smoothing / classes if label_smoothing else one_hot
@@ -89,10 +87,10 @@ class CrossEntropy(Op):
         if ctx.reduction == "none":
             scale = xp.expand_dims(scale, 1)
         grad_logits = None
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             grad_logits = ((probs * q.sum(axis=1, keepdims=True) - q) * scale).astype(probs.dtype, copy=False)
         grad_target = None
-        if log_probs is not None and ctx.next_edges[1] is not None:
+        if log_probs is not None and ctx.needs_input_grad[1]:
             grad_target = -log_probs * (1 - ctx.label_smoothing) * scale
             if weight_b is not None:
                 grad_target = grad_target * weight_b
@@ -108,7 +106,7 @@ class NllLoss(Op):
         xp = ctx.xp
         classes = log_probs.shape[1]
         valid = target != ignore_index
-        _check_targets(xp, target, valid, classes)
+        check_targets(xp, target, valid, classes)
         index = xp.where(valid, target, 0)
         picked = xp.take_along_axis(log_probs, xp.expand_dims(index, 1), axis=1)[:, 0]
         per_sample = valid.astype(log_probs.dtype) if weight is None else weight[index] * valid
@@ -199,7 +197,7 @@ class BinaryCrossEntropy(Op):
     @staticmethod
     def forward(ctx, input, target, weight=None, *, reduction):
         xp = ctx.xp
-        if ((input < 0) | (input > 1)).any():
+        if ((input < 0) | (input > 1)).any().item():  # .item(): an explicit device read, not bool()
             raise RuntimeError("all elements of input should be between 0 and 1")
         with xp.errstate(divide="ignore"):
             log_x = xp.maximum(xp.log(input), -100)
@@ -219,11 +217,11 @@ class BinaryCrossEntropy(Op):
         if weight is not None:
             scale = scale * weight
         grad_input = grad_target = None
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             eps = 1e-12
             grad_input = (scale * (input - target) / xp.maximum((1 - input) * input, eps)).astype(input.dtype,
                                                                                                   copy=False)
-        if ctx.next_edges[1] is not None:
+        if ctx.needs_input_grad[1]:
             grad_target = (scale * (log_1mx - log_x)).astype(input.dtype, copy=False)
         return grad_input, grad_target, None
 
@@ -252,14 +250,14 @@ class BinaryCrossEntropyWithLogits(Op):
         sigmoid_neg = xp.exp(-softplus_neg - input)  # sigmoid(-x) = e^-x / (1 + e^-x)
         log_weight = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
         grads = [None, None, None, None]
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             grads[0] = sum_to_shape(weighted_scale * ((1 - target) - log_weight * sigmoid_neg), input.shape)
-        if ctx.next_edges[1] is not None:
+        if ctx.needs_input_grad[1]:
             d_target = -input if pos_weight is None else (pos_weight - 1) * softplus_neg - input
             grads[1] = sum_to_shape(weighted_scale * d_target, target.shape)
-        if weight is not None and ctx.next_edges[2] is not None:
+        if weight is not None and ctx.needs_input_grad[2]:
             grads[2] = sum_to_shape(scale * unweighted, weight.shape)
-        if pos_weight is not None and ctx.next_edges[3] is not None:
+        if pos_weight is not None and ctx.needs_input_grad[3]:
             grads[3] = sum_to_shape(weighted_scale * target * softplus_neg, pos_weight.shape)
         return tuple(g if g is None else g.astype(input.dtype, copy=False) for g in grads)
 

@@ -5,8 +5,11 @@ import builtins
 import math
 import numbers
 
+import numpy as np
+
 from corenn import _dtype, dispatch
 from corenn.autograd import node as _node
+from corenn.kernels import PAD_MODES, full_index
 from corenn.ops._kernel import Op, kernel, promote_pair, run, sum_to_shape
 from corenn.tensor.tensor import Tensor, _normalize_dim, tensor as _tensor
 
@@ -366,7 +369,9 @@ class ToCopy(Op):
 
 
 def _transfer(array, source, target):
-    """Move an array between devices, through host memory when neither end is the host."""
+    """Move an array between devices: within one backend by its ``to_device``, else through host memory."""
+    if source.type == target.type:
+        return dispatch.get_backend(target.type).to_device(array, target.index)
     if source.type != "cpu":
         array = dispatch.get_backend(source.type).to_host(array)
     if target.type != "cpu":
@@ -387,14 +392,14 @@ class _DeviceCopy(Op):
 def to_copy(input, device=None, dtype=None):
     result = input
     if dtype is not None and dtype is not input.dtype:
-        if input._requires_grad and not dtype.is_floating_point and _node.GRAD_ENABLED:
+        if input._requires_grad and not dtype.is_floating_point and _node.grad_mode.enabled:
             with _no_grad():
                 result = run("to_copy", input, dtype=dtype.numpy)
         else:
             result = run("to_copy", input, dtype=dtype.numpy)
     if device is not None and device != input._device:
         out = Tensor._wrap(_transfer(result._data, result._device, device), device)
-        if result._requires_grad and _node.GRAD_ENABLED:
+        if result._requires_grad and _node.grad_mode.enabled:
             node = _DeviceCopy()
             node.source, node.target = result._device, device
             _node.attach(node, (result,))
@@ -642,10 +647,12 @@ def _convert_index(index, device):
     advanced = False
     for item in index:
         if isinstance(item, Tensor):
-            if item._device is not device:
-                raise RuntimeError(f"indices should be either on cpu or on the same device as the indexed tensor "
-                                   f"({device}), got {item._device}")
             array = item._data
+            if item._device is not device:
+                if item._device.type != "cpu":
+                    raise RuntimeError(f"indices should be either on cpu or on the same device as the indexed tensor "
+                                       f"({device}), got {item._device}")
+                array = _host_to(array, device)  # cpu indices serve any device, as in PyTorch
             if array.dtype.kind == "f":
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
             if array.dtype.kind == "b" or array.dtype == device._xp.uint8 and array.ndim > 0:
@@ -655,7 +662,7 @@ def _convert_index(index, device):
             converted.append(array)
             advanced = True
         elif isinstance(item, (list,)) or (hasattr(item, "dtype") and hasattr(item, "shape")):
-            array = device._xp.asarray(item)
+            array = device._xp.asarray(item) if isinstance(item, device._xp.ndarray) else _host_to(item, device)
             if array.dtype.kind == "b":
                 converted.extend(device._xp.nonzero(array))
             else:
@@ -672,6 +679,14 @@ def _convert_index(index, device):
             raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
                              f"valid indices (got {type(item).__name__})")
     return tuple(converted), advanced
+
+
+def _host_to(value, device):
+    """Host data (a numpy array, a list) as an array on ``device``."""
+    array = np.asarray(value)  # host data by definition: numpy is the host's array module
+    if device.type == "cpu":
+        return array
+    return dispatch.get_backend(device.type).to_device(array, device.index)
 
 
 def _check_bounds(shape, index):
@@ -756,7 +771,7 @@ def setitem(input, index, value):
     converted, advanced = _convert_index(index, input._device)
     if not advanced:
         _check_bounds(input._data.shape, converted)
-    records = _node.GRAD_ENABLED and (input._requires_grad or getattr(value, "_requires_grad", False))
+    records = _node.grad_mode.enabled and (input._requires_grad or getattr(value, "_requires_grad", False))
     if records:
         input._check_inplace()
         if isinstance(value, Tensor):
@@ -786,7 +801,7 @@ def nonzero(input, *, as_tuple=False):
     if as_tuple:
         return tuple(Tensor._wrap(c.astype(xp.int64), input._device) for c in coords)
     return Tensor._wrap(xp.stack(coords, axis=1).astype(xp.int64) if coords else
-                        xp.zeros((int(bool(input._data)), 0), dtype=xp.int64), input._device)
+                        xp.zeros((int(bool(input._data.item())), 0), dtype=xp.int64), input._device)
 
 
 argwhere = nonzero
@@ -797,19 +812,12 @@ def masked_select(input, mask):
     return getitem(input, mask)
 
 
-def _full_index(xp, index, axis):
-    """Coordinates for scattering ``index`` (a gather/scatter index array) along ``axis``."""
-    grids = list(xp.indices(index.shape, sparse=True))
-    grids[axis] = index
-    return tuple(grids)
-
-
 @kernel("gather", "GatherBackward0")
 class Gather(Op):
     @staticmethod
     def forward(ctx, a, index, axis):
         xp = ctx.xp
-        coords = _full_index(xp, index, axis)
+        coords = full_index(xp, index, axis)
         ctx.shape, ctx.coords = a.shape, coords
         return a[coords]
 
@@ -838,8 +846,9 @@ def gather(input, dim, index, *, sparse_grad=False):
         if d != axis and index.shape[d] > input.shape[d]:
             raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be "
                                f"smaller than self {list(input.shape)} apart from dimension {axis}")
-    if index.numel() and (int(index._data.max()) >= input.shape[axis] or int(index._data.min()) < -input.shape[axis]):
-        raise RuntimeError(f"index {int(index._data.max())} is out of bounds for dimension {axis} with size "
+    if index.numel() and (index._data.max().item() >= input.shape[axis] or
+                          index._data.min().item() < -input.shape[axis]):
+        raise RuntimeError(f"index {index._data.max().item()} is out of bounds for dimension {axis} with size "
                            f"{input.shape[axis]}")
     return run("gather", input, index, axis=axis)
 
@@ -863,7 +872,7 @@ class Scatter(Op):
     @staticmethod
     def forward(ctx, a, index, src, axis, reduce=None):
         xp = ctx.xp
-        coords = _full_index(xp, index, axis)
+        coords = full_index(xp, index, axis)
         values = src[tuple(slice(0, s) for s in index.shape)] if hasattr(src, "shape") and src.ndim else src
         out = a.copy()
         if reduce == "add":
@@ -928,8 +937,9 @@ def index_select(input, dim, index):
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     axis = _normalize_dim(dim, input.ndim)
-    if index.numel() and (int(index._data.max()) >= input.shape[axis] or int(index._data.min()) < -input.shape[axis]):
-        raise IndexError(f"index out of range in self (index {int(index._data.max())} for dimension {axis} of size "
+    if index.numel() and (index._data.max().item() >= input.shape[axis] or
+                          index._data.min().item() < -input.shape[axis]):
+        raise IndexError(f"index out of range in self (index {index._data.max().item()} for dimension {axis} of size "
                          f"{input.shape[axis]})")
     return run("index_select", input, reshape(index, -1), axis=axis)
 
@@ -1041,9 +1051,6 @@ def roll(input, shifts, dims=None):
     return run("roll", input, shifts=shifts, axes=axes)
 
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-
-
 @kernel("pad_axis", "ConstantPadNdBackward0")
 class PadAxis(Op):
     """Pad one axis; reflect/replicate/circular scatter their gradient back through an index map."""
@@ -1056,7 +1063,7 @@ class PadAxis(Op):
         ctx.axis, ctx.before, ctx.mode, ctx.size = axis, before, mode, a.shape[axis]
         if mode == "constant":
             return xp.pad(a, widths, mode="constant", constant_values=value)
-        return xp.pad(a, widths, mode=_PAD_MODES[mode])
+        return xp.pad(a, widths, mode=PAD_MODES[mode])
 
     @staticmethod
     def backward(ctx, grad):
@@ -1066,7 +1073,7 @@ class PadAxis(Op):
             index[ctx.axis] = slice(ctx.before, ctx.before + ctx.size)
             return grad[tuple(index)]
         after = grad.shape[ctx.axis] - ctx.size - ctx.before
-        source = xp.pad(xp.arange(ctx.size), (ctx.before, after), mode=_PAD_MODES[ctx.mode])
+        source = xp.pad(xp.arange(ctx.size), (ctx.before, after), mode=PAD_MODES[ctx.mode])
         shape = list(grad.shape)
         shape[ctx.axis] = ctx.size
         grad_input = xp.zeros(shape, dtype=grad.dtype)
@@ -1084,8 +1091,8 @@ def pad(input, pad, mode="constant", value=None):
     if len(pad) // 2 > input.ndim:
         raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
                            f"padding length {len(pad)} and input of dimension {input.ndim}")
-    if mode not in _PAD_MODES:
-        raise NotImplementedError(f"Unsupported padding mode: {mode!r}; expected one of {sorted(_PAD_MODES)}")
+    if mode not in PAD_MODES:
+        raise NotImplementedError(f"Unsupported padding mode: {mode!r}; expected one of {sorted(PAD_MODES)}")
     result = input
     for i in range(len(pad) // 2):
         axis = input.ndim - 1 - i

@@ -30,9 +30,9 @@ def _channel_affine_backward(ctx, grad, xhat, weight):
     axes = (0,) + tuple(range(2, grad.ndim))
     grad_xhat = grad * weight.reshape((1, -1) + (1,) * (grad.ndim - 2)) if weight is not None else grad
     grad_weight = grad_bias = None
-    if weight is not None and ctx.next_edges[1] is not None:
+    if weight is not None and ctx.needs_input_grad[1]:
         grad_weight = (grad * xhat).sum(axis=axes)
-    if ctx.has_bias and ctx.next_edges[2] is not None:
+    if ctx.has_bias and ctx.needs_input_grad[2]:
         grad_bias = grad.sum(axis=axes)
     return grad_xhat, grad_weight, grad_bias
 
@@ -76,7 +76,7 @@ class BatchNorm(Op):
         xhat, invstd, weight = ctx.saved
         grad_xhat, grad_weight, grad_bias = _channel_affine_backward(ctx, grad, xhat, weight)
         grad_x = None
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             if ctx.batch_stats:
                 grad_x = _normalized_grad(grad_xhat, xhat, invstd, (0,) + tuple(range(2, grad.ndim)))
             else:
@@ -111,11 +111,11 @@ class LayerNorm(Op):
         leading = tuple(range(grad.ndim - ctx.n_dims))
         grad_xhat = grad * weight if weight is not None else grad
         grad_x = grad_weight = grad_bias = None
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             grad_x = _normalized_grad(grad_xhat, xhat, invstd, axes)
-        if weight is not None and ctx.next_edges[1] is not None:
+        if weight is not None and ctx.needs_input_grad[1]:
             grad_weight = (grad * xhat).sum(axis=leading)
-        if ctx.has_bias and ctx.next_edges[2] is not None:
+        if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad.sum(axis=leading)
         return grad_x, grad_weight, grad_bias
 
@@ -142,7 +142,7 @@ class GroupNorm(Op):
         xhat, invstd, weight = ctx.saved
         grad_xhat, grad_weight, grad_bias = _channel_affine_backward(ctx, grad, xhat, weight)
         grad_x = None
-        if ctx.next_edges[0] is not None:
+        if ctx.needs_input_grad[0]:
             n, groups = grad.shape[0], ctx.num_groups
             grad_x = _normalized_grad(grad_xhat.reshape(n, groups, -1), xhat.reshape(n, groups, -1), invstd,
                                       (2,)).reshape(grad.shape)

@@ -11,6 +11,7 @@ import math
 import itertools
 import numbers
 
+from corenn.kernels import pool_output_size
 from corenn.ops._kernel import Op, check_tensor, kernel, run
 
 
@@ -25,14 +26,6 @@ def _windows(xp, x, kernel_size, stride, dilation, out_size):
 def _window(offset, stride, dilation, out_size):
     return (slice(None), slice(None)) + tuple(
         slice(o * d, o * d + s * (n - 1) + 1, s) for o, s, d, n in zip(offset, stride, dilation, out_size))
-
-
-def _pool_output_size(size, k, s, p, d, ceil_mode):
-    span = size + 2 * p - d * (k - 1) - 1
-    out = (-(-span // s) if ceil_mode else span // s) + 1
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1  # the last window must start inside the input or its left padding
-    return out
 
 
 def _padded(xp, x, padding, out_size, kernel_size, stride, dilation, fill):
@@ -71,7 +64,7 @@ class MaxPool(Op):
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
         xp = ctx.xp
-        out_size = tuple(_pool_output_size(s, k, st, p, d, ceil_mode)
+        out_size = tuple(pool_output_size(s, k, st, p, d, ceil_mode)
                          for s, k, st, p, d in zip(x.shape[2:], kernel_size, stride, padding, dilation))
         padded = _padded(xp, x, padding, out_size, kernel_size, stride, dilation, _lowest(xp, x.dtype))
         offsets = itertools.product(*(range(k) for k in kernel_size))
@@ -155,7 +148,7 @@ class AvgPool(Op):
     def forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override=None):
         xp = ctx.xp
         ones = (1,) * len(kernel_size)
-        out_size = tuple(_pool_output_size(s, k, st, p, 1, ceil_mode)
+        out_size = tuple(pool_output_size(s, k, st, p, 1, ceil_mode)
                          for s, k, st, p in zip(x.shape[2:], kernel_size, stride, padding))
         padded = _padded(xp, x, padding, out_size, kernel_size, stride, ones, 0)
         windows = _windows(xp, padded, kernel_size, stride, ones, out_size)
@@ -260,7 +253,7 @@ def _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, n, op):
             raise RuntimeError(f"{op}: pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
     for size, k, s, p, d in zip(input.shape[2:], kernel_size, stride, padding, dilation):
-        if _pool_output_size(size, k, s, p, d, ceil_mode) < 1:
+        if pool_output_size(size, k, s, p, d, ceil_mode) < 1:
             raise RuntimeError(f"{op}: Given input size {list(input.shape[1:])}, calculated output size is too "
                                f"small (kernel_size={list(kernel_size)}, padding={list(padding)})")
     return kernel_size, stride, padding, dilation

@@ -103,7 +103,7 @@ class Prod(Op):
         axes = None if ctx.axis is None else (ctx.axis,)
         grad = _expand_reduced(xp, grad, a.shape, axes, ctx.keepdim)
         out = _expand_reduced(xp, out, a.shape, axes, ctx.keepdim)
-        if bool((a != 0).all()):
+        if (a != 0).all().item():
             return grad * out / a
         # With zeros, the product of all *other* elements: exclusive prefix x exclusive suffix.
         flat = a.reshape(-1) if ctx.axis is None else xp.moveaxis(a, ctx.axis, -1)
@@ -287,7 +287,7 @@ class Cumprod(Op):
         a, out = ctx.saved
         xp = ctx.xp
         axis = ctx.axis
-        if bool((a != 0).all()):
+        if (a != 0).all().item():
             return xp.flip(xp.cumsum(xp.flip(grad * out, axis), axis=axis), axis) / a
         # Zeros present: grad_i = sum_{j>=i} grad_j * prod_{k<=j, k!=i} a_k, computed per position.
         moved_a, moved_grad = xp.moveaxis(a, axis, -1), xp.moveaxis(grad, axis, -1)

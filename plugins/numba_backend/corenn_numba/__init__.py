@@ -8,71 +8,86 @@ rounding.
 
 Turn it off for A/B comparisons with ``CORENN_NUMBA_DISABLE=1`` (at import),
 ``corenn_numba.disable()`` / ``corenn_numba.enable()`` at run time, or for a block with
-``with corenn_numba.disabled():``.
+``with corenn_numba.disabled():``. All three go through the plugin loader
+(``corenn.plugins.disable("numba")`` and friends), so ``python -m corenn plugins``
+always shows whether the kernels run.
 
 Each kernel module lists its overrides in ``OVERRIDES``: ``(op name, kernel class)``.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
+import sys
 
-import corenn
-from corenn.dispatch import KernelRegistration, kernels
+import pluggy
+
 from corenn_numba import _malloc
+
+# corenn.hookimpl, made here: the hooks must exist before this module imports corenn (see the end).
+hookimpl = pluggy.HookimplMarker("corenn")
 
 __version__ = "0.1.0"
 PRIORITY = 10
 _KERNEL_MODULES: tuple[str, ...] = ("corenn_numba.nn", "corenn_numba.scatter", "corenn_numba.norms", "corenn_numba.optim",
                                     "corenn_numba.conv", "corenn_numba.pooling", "corenn_numba.linear")
-_enabled = os.environ.get("CORENN_NUMBA_DISABLE", "") in ("", "0")
+ENV_DISABLE = "CORENN_NUMBA_DISABLE"
 
 
-def _registrations() -> list[KernelRegistration]:
+def _registrations() -> list:
+    from corenn.kernels import KernelRegistration
+
     found = []
     for module_name in _KERNEL_MODULES:
         module = importlib.import_module(module_name)
         for op, kernel in module.OVERRIDES:
-            found.append(KernelRegistration(op=op, device_type="cpu", kernel=kernel, priority=PRIORITY,
-                                            source="numba"))
+            found.append(KernelRegistration(op=op, device_type="cpu", kernel=kernel, priority=PRIORITY))
     return found
 
 
-def _source() -> str:
-    # The plugin loader records registrations under the plugin's name (the entry point's, "numba").
+def _name() -> str:
+    """The name the loader knows this plugin by (the entry point's, ``numba``); RuntimeError if none."""
+    this = sys.modules[__name__]
     for record in corenn.plugins.records.values():
-        if record.plugin is not None and getattr(record.plugin, "__name__", None) == __name__:
+        if record.plugin is this:
             return record.name
-    return "numba"
+    raise RuntimeError("corenn-numba is not registered with corenn.plugins (it was unregistered, or not loaded: "
+                       "see `python -m corenn plugins`), so there are no kernels of it to turn on or off; "
+                       "corenn.plugins.register(corenn_numba, name='numba') registers it again")
 
 
 def disable() -> None:
-    """Stop using the numba kernels (the core's kernels run again); ``enable()`` undoes it."""
-    global _enabled
-    _enabled = False
-    kernels.unregister_source(_source())
+    """Stop using the numba kernels (the core's kernels run again); ``enable()`` undoes it.
+
+    Same as ``corenn.plugins.disable("numba")``::
+
+        corenn_numba.disable()
+        assert not corenn_numba.is_enabled()
+    """
+    corenn.plugins.disable(_name())
 
 
 def enable() -> None:
-    """Use the numba kernels again after ``disable()`` (or ``CORENN_NUMBA_DISABLE=1``)."""
-    global _enabled
-    if _enabled:
-        return
-    _enabled = True
-    _malloc.tune()
-    source = _source()
-    for registration in _registrations():
-        kernels.register(KernelRegistration(op=registration.op, device_type=registration.device_type,
-                                            kernel=registration.kernel, priority=registration.priority,
-                                            source=source))
+    """Use the numba kernels again after ``disable()`` (or ``CORENN_NUMBA_DISABLE=1``).
+
+    Same as ``corenn.plugins.enable("numba")``; after ``corenn.plugins.unregister("numba")``
+    it raises RuntimeError instead of bringing kernels back behind the loader's back::
+
+        corenn_numba.enable()
+        assert corenn_numba.is_enabled()
+    """
+    corenn.plugins.enable(_name())
 
 
 def is_enabled() -> bool:
-    return _enabled
+    """True while the loader lists this plugin as active (its kernels are dispatched).
+
+    Example: ``corenn_numba.is_enabled()`` is False under ``CORENN_NUMBA_DISABLE=1``.
+    """
+    this = sys.modules[__name__]
+    return any(record.plugin is this and record.status == "active" for record in corenn.plugins.records.values())
 
 
-@contextlib.contextmanager
 def disabled():
     """The core's kernels inside the block, the plugin's again after it (if they were on before)::
 
@@ -80,29 +95,28 @@ def disabled():
             expected = model(x)      # numpy kernels
         got = model(x)               # compiled kernels
     """
-    was_enabled = _enabled
-    disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            enable()
+    return corenn.plugins.disabled(_name())
 
 
-@corenn.hookimpl
+@hookimpl
 def corenn_register_kernels():
-    if not _enabled:
-        return []
-    _malloc.tune()  # large temporaries without page faults every step: see _malloc
     return _registrations()
 
 
-@corenn.hookimpl
+@hookimpl
 def corenn_info_lines():
     import numba
-    state = "enabled" if _enabled else "disabled (CORENN_NUMBA_DISABLE or corenn_numba.disable())"
     allocator = ("glibc malloc thresholds raised (CORENN_NUMBA_MALLOC=0 to leave them)" if _malloc.tuned
+                 else "malloc left as it is until a compiled kernel first runs" if _malloc.wanted()
                  else "malloc left as it is")
-    return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; kernels {state}; "
+    return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; "
             f"cache: {numba.config.CACHE_DIR or 'next to the sources'}; {allocator}"]
 
+
+# Last: when a program imports corenn_numba before corenn, this import loads corenn's plugins, this
+# one among them -- from this half-imported module, which by now has its hooks.
+import corenn  # noqa: E402
+
+if os.environ.get(ENV_DISABLE, "") not in ("", "0"):
+    # Loaded (so enable() can turn the kernels on) but disabled from the start, through the loader.
+    corenn.plugins.disable(sys.modules[__name__], reason=f"{ENV_DISABLE}=1 is set")

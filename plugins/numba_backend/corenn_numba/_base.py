@@ -1,33 +1,34 @@
-"""What every kernel family of corenn-numba shares: when an override applies, and how it falls back.
+"""What every kernel family of corenn-numba shares: which arrays the compiled loops take, and lazy imports.
 
-An override subclasses the core kernel it replaces. Its ``forward`` first asks
-``handles(...)``; when the inputs are not numpy arrays of a dtype the compiled code
-supports, it sets ``ctx.fallback = True`` and runs the core forward, and its
-``backward`` then runs the core backward on what that forward saved::
+An override is a :class:`corenn.kernels.KernelOverride` of the core kernel it replaces:
+its ``handles`` predicate says which inputs the compiled code takes (usually through
+:func:`handles` below), and its ``forward``/``backward`` are the compiled path only --
+for anything else the core kernel runs, forward and backward::
 
-    class Softmax(core_nn.Softmax):
+    class Softmax(KernelOverride, core_nn.Softmax):
+        @staticmethod
+        def handles(a, axis):
+            return handles(a) and axis == a.ndim - 1
+
         @staticmethod
         def forward(ctx, a, axis):
-            if not handles(a):
-                ctx.fallback = True
-                return core_nn.Softmax.forward(ctx, a, axis)
-            ...
+            ...   # compiled
 
         @staticmethod
         def backward(ctx, grad):
-            if ctx.fallback:
-                return core_nn.Softmax.backward(ctx, grad)
-            ...
+            ...   # compiled
 """
 from __future__ import annotations
 
 import numpy as np
 
+from corenn_numba import _malloc
+
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def handles(*arrays, dtypes=FLOATS) -> bool:
-    """True when every array is a numpy array of one of ``dtypes``, all of the same dtype."""
+    """True when every array is a numpy array of one of ``dtypes``, all of the same dtype (None is skipped)."""
     first = arrays[0]
     if not isinstance(first, np.ndarray) or first.dtype not in dtypes:
         return False
@@ -40,7 +41,9 @@ class LazyModule:
     The compiled functions of a kernel family live in a ``_<family>_jit.py`` module that
     imports numba; kernel classes reach them through ``jit = LazyModule(...)``, so that
     ``import corenn`` (which loads this plugin) never imports numba: that happens when
-    an overridden op first runs.
+    an overridden op first runs. That first run is also when glibc's malloc is tuned
+    (:mod:`corenn_numba._malloc`): a process that imports corenn but never runs a
+    compiled kernel keeps its allocator as it was.
     """
 
     def __init__(self, name: str):
@@ -51,5 +54,6 @@ class LazyModule:
         module = self._module
         if module is None:
             import importlib
+            _malloc.tune()
             module = self._module = importlib.import_module(self._name)
         return getattr(module, attribute)

@@ -5,15 +5,17 @@ Every training step allocates and frees tens of megabytes of arrays, a few megab
 mmap threshold (128 KB, raised on the fly to the largest block freed so far) with freshly
 mapped pages, and hands heap memory above its trim threshold back to the system; either way
 the next step's arrays land on pages the kernel has to fault in and zero again. In a virtual
-machine a page fault is expensive: the demo CNN's training step with this plugin took 22.4 ms
-in a fresh process, 8.8 ms with the thresholds below (PyTorch: 9.0 and 7.6 ms; the core without
-the plugin: 25.4 and 20.3 ms).
+machine a page fault is expensive, and a CNN's training step pays it on every step (the
+figures are in docs/numba.md).
 
 Fixed thresholds turn glibc's adjustment off: blocks up to ``MMAP_THRESHOLD`` come from the
 heap, and up to ``TRIM_THRESHOLD`` of free heap is kept for the next step instead of being
 returned -- the same trade as a framework's caching allocator. It applies to the whole
-process and stays until it exits; ``CORENN_NUMBA_MALLOC=0`` leaves malloc alone. Other C
-libraries (macOS, musl) are left alone too.
+process and stays until it exits, so it is done when a compiled kernel first runs
+(``_base.LazyModule`` calls :func:`tune`), not when corenn loads the plugin: a process that
+imports corenn without running these kernels keeps its allocator as it was.
+``CORENN_NUMBA_MALLOC=0`` leaves malloc alone. Other C libraries (macOS, musl) are left
+alone too.
 """
 from __future__ import annotations
 
@@ -30,13 +32,17 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc'
 tuned = False
 
 
+def wanted() -> bool:
+    """True where :func:`tune` would act: glibc on Linux, and ``CORENN_NUMBA_MALLOC`` not ``0``."""
+    return (os.environ.get("CORENN_NUMBA_MALLOC", "1") != "0" and sys.platform.startswith("linux")
+            and platform.libc_ver()[0] == "glibc")
+
+
 def tune() -> bool:
     """Set the thresholds (once); True when glibc took them."""
     global tuned
-    if tuned or os.environ.get("CORENN_NUMBA_MALLOC", "1") == "0":
+    if tuned or not wanted():
         return tuned
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

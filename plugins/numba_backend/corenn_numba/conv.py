@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corenn.kernels import KernelOverride
 from corenn.ops import conv as core_conv
 
 from corenn_numba._base import LazyModule, handles
@@ -69,6 +70,7 @@ def _chunk(n, bytes_per_image):
 
 
 def _handled(x, weight, bias):
+    """float32/float64 with 1 or 2 spatial dims, not empty (any stride, padding, dilation, groups)."""
     return (x.ndim in (3, 4) and handles(x, weight, bias)
             and x.size > 0 and weight.size > 0)
 
@@ -80,17 +82,15 @@ def _lift(x, weight, stride, dilation):
     return x[:, :, None, :], weight[:, :, None, :], (1,) + tuple(stride), (1,) + tuple(dilation)
 
 
-class Conv(core_conv.Conv):
+class Conv(KernelOverride, core_conv.Conv):
     """``conv`` for 1-d and 2-d float32/float64 inputs on the microkernel (im2col + BLAS for what it leaves)."""
 
-    fallback = False
+    @staticmethod
+    def handles(x, weight, bias=None, *, stride, padding, dilation, groups):
+        return _handled(x, weight, bias)
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups):
-        if not _handled(x, weight, bias):
-            ctx.fallback = True
-            return core_conv.Conv.forward(ctx, x, weight, bias, stride=stride, padding=padding,
-                                          dilation=dilation, groups=groups)
         one_d = x.ndim == 3
         pairs = (((0, 0),) if one_d else ()) + tuple(padding)
         x4, w4, stride, dilation = _lift(x, weight, stride, dilation)
@@ -109,14 +109,11 @@ class Conv(core_conv.Conv):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_conv.Conv.backward(ctx, grad)
         x4, weight_g = ctx.saved
         weight_shape, geometry, pairs, has_bias = ctx.params
         n = x4.shape[0]
         grad3 = np.ascontiguousarray(grad).reshape(n, weight_shape[0], -1)
-        need_x = ctx.next_edges[0] is not None
-        need_w = ctx.next_edges[1] is not None
+        need_x, need_w, *need_bias = ctx.needs_input_grad
         stride, dilation, kernel = geometry[2:4], geometry[6:8], geometry[0:2]
         grad_x4 = grad_w = None
         if need_x and stride == (1, 1):
@@ -131,7 +128,7 @@ class Conv(core_conv.Conv):
             grad_x = grad_x4[:, :, 0, :]
         grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
         grad_bias = None
-        if has_bias and ctx.next_edges[2] is not None:
+        if has_bias and need_bias[0]:
             grad_bias = grad3.sum(axis=(0, 2))
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
@@ -225,18 +222,15 @@ def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_si
     return grad_x.reshape(x_shape)
 
 
-class ConvTranspose(core_conv.ConvTranspose):
+class ConvTranspose(KernelOverride, core_conv.ConvTranspose):
     """``conv_transpose`` for 1-d and 2-d float32/float64 inputs: the conv kernels run the other way."""
 
-    fallback = False
+    @staticmethod
+    def handles(x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
+        return _handled(x, weight, bias)
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
-        if not _handled(x, weight, bias):
-            ctx.fallback = True
-            return core_conv.ConvTranspose.forward(ctx, x, weight, bias, stride=stride, padding=padding,
-                                                   output_padding=output_padding, dilation=dilation,
-                                                   groups=groups)
         one_d = x.ndim == 3
         padding = ((0,) if one_d else ()) + tuple(padding)
         output_padding = ((0,) if one_d else ()) + tuple(output_padding)
@@ -266,14 +260,11 @@ class ConvTranspose(core_conv.ConvTranspose):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_conv.ConvTranspose.backward(ctx, grad)
         x4, weight_g = ctx.saved
         weight_shape, geometry, pads, has_bias = ctx.params
         one_d = len(weight_shape) == 3
         grad4 = np.ascontiguousarray(grad[:, :, None, :] if one_d else grad)
-        need_x = ctx.next_edges[0] is not None
-        need_w = ctx.next_edges[1] is not None
+        need_x, need_w, *need_bias = ctx.needs_input_grad
         # Our backward is that conv's forward (for x) and its weight gradient, with the roles of input and
         # output gradient swapped.
         kernel, stride, dilation, in_size = geometry[0:2], geometry[2:4], geometry[6:8], geometry[8:10]
@@ -288,7 +279,7 @@ class ConvTranspose(core_conv.ConvTranspose):
             grad_x = grad_x.reshape(x4.shape[:2] + ((x4.shape[3],) if one_d else x4.shape[2:]))
         grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
         grad_bias = None
-        if has_bias and ctx.next_edges[2] is not None:
+        if has_bias and need_bias[0]:
             grad_bias = grad4.sum(axis=(0, 2, 3))
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 

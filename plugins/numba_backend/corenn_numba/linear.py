@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corenn.kernels import KernelOverride
 from corenn.ops import nn as core_nn
 
 from corenn_numba._base import LazyModule, handles
@@ -48,17 +49,17 @@ def _worth_it(m, k, n):
     return min(m, n) >= MIN_ROWS and k > 0 and m * k * n >= MIN_WORK
 
 
-class Linear(core_nn.Linear):
+class Linear(KernelOverride, core_nn.Linear):
     """``linear`` for float32/float64 batches: the three products on the microkernel."""
 
-    fallback = False
+    @staticmethod
+    def handles(x, weight, bias=None):
+        return (x.ndim >= 2 and handles(x, weight, bias)
+                and _worth_it(x.size // max(x.shape[-1], 1), weight.shape[1], weight.shape[0]))
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
-        rows = x.size // max(x.shape[-1], 1) if x.ndim >= 2 else 0
-        if x.ndim < 2 or not handles(x, weight, bias) or not _worth_it(rows, weight.shape[1], weight.shape[0]):
-            ctx.fallback = True
-            return core_nn.Linear.forward(ctx, x, weight, bias)
+        rows = x.size // x.shape[-1]
         x2 = x.reshape(rows, x.shape[-1])
         ctx.save_for_backward(x2, weight)
         ctx.params = (x.shape, bias is not None)
@@ -67,17 +68,16 @@ class Linear(core_nn.Linear):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_nn.Linear.backward(ctx, grad)
         x2, weight = ctx.saved
         x_shape, has_bias = ctx.params
         grad2 = grad.reshape(x2.shape[0], weight.shape[0])
         grad_x = grad_weight = grad_bias = None
-        if ctx.next_edges[0] is not None:
+        need_x, need_weight, *need_bias = ctx.needs_input_grad
+        if need_x:
             grad_x = matmul(grad2, weight).reshape(x_shape)
-        if ctx.next_edges[1] is not None:
+        if need_weight:
             grad_weight = matmul(grad2.T, x2)
-        if has_bias and ctx.next_edges[2] is not None:
+        if has_bias and need_bias[0]:
             grad_bias = grad2.sum(axis=0)
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 

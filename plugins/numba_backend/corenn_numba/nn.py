@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corenn.kernels import KernelOverride, check_targets
 from corenn.ops import loss as core_loss
 from corenn.ops import nn as core_nn
 
@@ -52,13 +53,11 @@ def _row_max(a):
 def _row_kernel(core_cls, log: bool):
     """The override of ``softmax`` (``log=False``) or ``log_softmax``: one compiled pass per row of the last axis."""
 
-    class RowSoftmax(core_cls):
+    class RowSoftmax(KernelOverride, core_cls):
+        handles = staticmethod(_rows_ok)
+
         @staticmethod
         def forward(ctx, a, axis):
-            if not _rows_ok(a, axis):
-                ctx.fallback = True
-                return core_cls.forward(ctx, a, axis)
-            ctx.fallback = False
             out = np.empty_like(a)
             jit.softmax_rows(_as_rows(a), _row_max(a), _as_rows(out), log)
             ctx.save_for_backward(out)
@@ -67,8 +66,6 @@ def _row_kernel(core_cls, log: bool):
 
         @staticmethod
         def backward(ctx, grad):
-            if ctx.fallback:
-                return core_cls.backward(ctx, grad)
             (out,) = ctx.saved
             grad = np.ascontiguousarray(grad, dtype=out.dtype)
             grad_in = np.empty_like(out)
@@ -94,23 +91,21 @@ LogSoftmax = _row_kernel(core_nn.LogSoftmax, log=True)
 # Only sum(q) and the log-sum-exp are kept per row; q is re-derived from the target in backward.
 
 
-class CrossEntropy(core_loss.CrossEntropy):
+class CrossEntropy(KernelOverride, core_loss.CrossEntropy):
     """Fused cross-entropy for class-index targets (probability targets: the core kernel)."""
 
     @staticmethod
-    def forward(ctx, logits, target, weight=None, *, ignore_index, label_smoothing, reduction, prob_target):
+    def handles(logits, target, weight=None, *, ignore_index, label_smoothing, reduction, prob_target):
         # (N, C, d1, ...) logits: moving the class axis last costs two transposes and the rows are short
         # (a 8x21x32x32 segmentation loss measured 0.4x the core), so the core kernel keeps them.
-        if (prob_target or logits.ndim != 2 or not handles(logits, weight) or logits.size == 0
-                or target.dtype.kind not in "iu"):
-            ctx.fallback = True
-            return core_loss.CrossEntropy.forward(ctx, logits, target, weight, ignore_index=ignore_index,
-                                                  label_smoothing=label_smoothing, reduction=reduction,
-                                                  prob_target=prob_target)
-        ctx.fallback = False
+        return (not prob_target and logits.ndim == 2 and handles(logits, weight) and logits.size > 0
+                and target.dtype.kind in "iu")
+
+    @staticmethod
+    def forward(ctx, logits, target, weight=None, *, ignore_index, label_smoothing, reduction, prob_target):
         classes = logits.shape[1]
         # The core's own bounds check, so a bad target raises the same IndexError either way.
-        core_loss._check_targets(np, target, target != ignore_index, classes)
+        check_targets(np, target, target != ignore_index, classes)
         rows = np.ascontiguousarray(logits)
         flat_target = target.reshape(-1).astype(np.int64, copy=False)
         dtype = logits.dtype
@@ -141,9 +136,7 @@ class CrossEntropy(core_loss.CrossEntropy):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_loss.CrossEntropy.backward(ctx, grad)
-        if ctx.next_edges[0] is None:
+        if not ctx.needs_input_grad[0]:
             return None, None, None
         rows, target, weight, lse, qsum = ctx.saved
         if ctx.reduction == "none":

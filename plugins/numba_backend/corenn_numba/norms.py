@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corenn.kernels import KernelOverride
 from corenn.ops import normalization as core_norm
 
 from corenn_numba._base import LazyModule, handles
@@ -35,6 +36,7 @@ jit = LazyModule("corenn_numba._norms_jit")  # the compiled loops; numba is impo
 
 
 def _ok(x, weight, bias):
+    """float32/float64, C-contiguous, not empty, with weight and bias of the same dtype (or None)."""
     return handles(x, weight, bias) and x.size > 0 and x.flags.c_contiguous
 
 
@@ -55,20 +57,18 @@ def _as_ncs(x):
     return x.reshape(x.shape[0], x.shape[1], -1)
 
 
-class BatchNorm(core_norm.BatchNorm):
+class BatchNorm(KernelOverride, core_norm.BatchNorm):
     """Batch norm in two compiled passes (train: statistics + output), running stats as the core."""
 
     @staticmethod
-    def forward(ctx, x, weight=None, bias=None, *, running_mean, running_var, use_batch_stats, momentum, eps):
+    def handles(x, weight=None, bias=None, *, running_mean, running_var, use_batch_stats, momentum, eps):
         # (N, C) input (BatchNorm1d without length): per-channel loops of one element measured no faster
         # than numpy's column reductions (0.7-1.0x), so the core keeps that layout.
-        if not _ok(x, weight, bias) or x.ndim == 2 or x.size == x.shape[0] * x.shape[1] or (
-                not use_batch_stats and running_mean.dtype.kind != "f"):
-            ctx.fallback = True
-            return core_norm.BatchNorm.forward(ctx, x, weight, bias, running_mean=running_mean,
-                                               running_var=running_var, use_batch_stats=use_batch_stats,
-                                               momentum=momentum, eps=eps)
-        ctx.fallback = False
+        return (_ok(x, weight, bias) and x.ndim > 2 and x.size != x.shape[0] * x.shape[1]
+                and (use_batch_stats or running_mean.dtype.kind == "f"))
+
+    @staticmethod
+    def forward(ctx, x, weight=None, bias=None, *, running_mean, running_var, use_batch_stats, momentum, eps):
         channels = x.shape[1]
         x3 = _as_ncs(x)
         if use_batch_stats:
@@ -93,8 +93,6 @@ class BatchNorm(core_norm.BatchNorm):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_norm.BatchNorm.backward(ctx, grad)
         x, mean, invstd, weight = ctx.saved
         channels = x.shape[1]
         grad = np.ascontiguousarray(grad, dtype=x.dtype)
@@ -107,10 +105,11 @@ class BatchNorm(core_norm.BatchNorm):
 
 
 def _affine_grads(ctx, grad_x, grad_weight, grad_bias, has_weight):
-    """Only the gradients the graph asks for (``ctx.next_edges[i] is None``: not needed)."""
-    return (grad_x if ctx.next_edges[0] is not None else None,
-            grad_weight if has_weight and ctx.next_edges[1] is not None else None,
-            grad_bias if ctx.has_bias and ctx.next_edges[2] is not None else None)
+    """Only the gradients the graph asks for (``ctx.needs_input_grad``)."""
+    needs = ctx.needs_input_grad
+    return (grad_x if needs[0] else None,
+            grad_weight if has_weight and needs[1] else None,
+            grad_bias if ctx.has_bias and needs[2] else None)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,15 +117,15 @@ def _affine_grads(ctx, grad_x, grad_weight, grad_bias, has_weight):
 # ---------------------------------------------------------------------------------------------------------
 
 
-class LayerNorm(core_norm.LayerNorm):
+class LayerNorm(KernelOverride, core_norm.LayerNorm):
     """Layer norm, one compiled pass per row for statistics and output."""
 
     @staticmethod
+    def handles(x, weight=None, bias=None, *, n_dims, eps):
+        return _ok(x, weight, bias)
+
+    @staticmethod
     def forward(ctx, x, weight=None, bias=None, *, n_dims, eps):
-        if not _ok(x, weight, bias):
-            ctx.fallback = True
-            return core_norm.LayerNorm.forward(ctx, x, weight, bias, n_dims=n_dims, eps=eps)
-        ctx.fallback = False
         cols = int(np.prod(x.shape[x.ndim - n_dims:], dtype=np.int64))
         rows = x.size // cols
         x2 = x.reshape(rows, cols)
@@ -142,8 +141,6 @@ class LayerNorm(core_norm.LayerNorm):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_norm.LayerNorm.backward(ctx, grad)
         x, mean, invstd, weight = ctx.saved
         rows = mean.shape[0]
         cols = x.size // rows
@@ -163,15 +160,15 @@ class LayerNorm(core_norm.LayerNorm):
 # ---------------------------------------------------------------------------------------------------------
 
 
-class GroupNorm(core_norm.GroupNorm):
+class GroupNorm(KernelOverride, core_norm.GroupNorm):
     """Group norm, one compiled pass per (sample, group) for statistics and output."""
 
     @staticmethod
+    def handles(x, weight=None, bias=None, *, num_groups, eps):
+        return _ok(x, weight, bias)
+
+    @staticmethod
     def forward(ctx, x, weight=None, bias=None, *, num_groups, eps):
-        if not _ok(x, weight, bias):
-            ctx.fallback = True
-            return core_norm.GroupNorm.forward(ctx, x, weight, bias, num_groups=num_groups, eps=eps)
-        ctx.fallback = False
         channels = x.shape[1]
         out = np.empty_like(x)
         mean = np.empty((x.shape[0], num_groups), dtype=x.dtype)
@@ -184,8 +181,6 @@ class GroupNorm(core_norm.GroupNorm):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_norm.GroupNorm.backward(ctx, grad)
         x, mean, invstd, weight = ctx.saved
         channels = x.shape[1]
         grad = np.ascontiguousarray(grad, dtype=x.dtype)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corenn.kernels import KernelOverride, pool_output_size
 from corenn.ops import pooling as core_pool
 
 from corenn_numba._base import LazyModule, handles
@@ -32,7 +33,8 @@ from corenn_numba._base import LazyModule, handles
 jit = LazyModule("corenn_numba._pooling_jit")
 
 
-def _handled(x):
+def _handled(x, *params):
+    """float32/float64 with 1 or 2 spatial dims, not empty (any pooling parameters)."""
     return x.ndim in (3, 4) and x.size > 0 and handles(x)
 
 
@@ -50,44 +52,34 @@ def _shape_back(array, one_d):
     return array[:, :, 0, :] if one_d else array
 
 
-class MaxPool(core_pool.MaxPool):
+class MaxPool(KernelOverride, core_pool.MaxPool):
     """``max_pool``: maximum and argmax in one pass; backward scatters through the saved indices."""
 
-    fallback = False
+    handles = staticmethod(_handled)
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
-        if not _handled(x):
-            ctx.fallback = True
-            return core_pool.MaxPool.forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
         out, indices = _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_pool.MaxPool.backward(ctx, grad)
         return _max_pool_backward(ctx, grad)
 
 
-class MaxPoolWithIndices(core_pool.MaxPoolWithIndices):
+class MaxPoolWithIndices(KernelOverride, core_pool.MaxPoolWithIndices):
     """``max_pool_with_indices``: the same pass; the indices it saves are the ones it returns."""
 
-    fallback = False
+    handles = staticmethod(_handled)
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
-        if not _handled(x):
-            ctx.fallback = True
-            return core_pool.MaxPoolWithIndices.forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
         out, indices = _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
         # The returned indices are a copy: a caller writing into them must not change the gradient.
         return out, indices.copy()
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_pool.MaxPoolWithIndices.backward(ctx, grad)
         return _max_pool_backward(ctx, grad[0])
 
 
@@ -96,7 +88,7 @@ def _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
     planes = _planes(x)
     kernel_size, stride = _pairs(kernel_size, one_d, 1), _pairs(stride, one_d, 1)
     padding, dilation = _pairs(padding, one_d, 0), _pairs(dilation, one_d, 1)
-    out_size = tuple(core_pool._pool_output_size(s, k, st, p, d, ceil_mode)
+    out_size = tuple(pool_output_size(s, k, st, p, d, ceil_mode)
                      for s, k, st, p, d in zip(planes.shape[2:], kernel_size, stride, padding, dilation))
     out = np.empty(planes.shape[:2] + out_size, dtype=planes.dtype)
     indices = np.empty(out.shape, dtype=np.int64)
@@ -115,23 +107,19 @@ def _max_pool_backward(ctx, grad):
     return _shape_back(grad_x, one_d)
 
 
-class AvgPool(core_pool.AvgPool):
+class AvgPool(KernelOverride, core_pool.AvgPool):
     """``avg_pool``: row sums, then window sums, with PyTorch's per-window divisors; backward spreads the
     same shares along the rows, then gathers each input row."""
 
-    fallback = False
+    handles = staticmethod(_handled)
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override=None):
-        if not _handled(x):
-            ctx.fallback = True
-            return core_pool.AvgPool.forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                             divisor_override)
         one_d = x.ndim == 3
         planes = _planes(x)
         kernel_size, stride, padding = (_pairs(kernel_size, one_d, 1), _pairs(stride, one_d, 1),
                                         _pairs(padding, one_d, 0))
-        out_size = tuple(core_pool._pool_output_size(s, k, st, p, 1, ceil_mode)
+        out_size = tuple(pool_output_size(s, k, st, p, 1, ceil_mode)
                          for s, k, st, p in zip(planes.shape[2:], kernel_size, stride, padding))
         out = np.empty(planes.shape[:2] + out_size, dtype=planes.dtype)
         # 0 stands for "no override": the front end rejects a zero divisor.
@@ -143,25 +131,22 @@ class AvgPool(core_pool.AvgPool):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_pool.AvgPool.backward(ctx, grad)
         planes_shape, one_d, geometry = ctx.params
         grad_x = np.empty(planes_shape, dtype=grad.dtype)  # the kernel writes every element
         jit.avg_pool_backward(np.ascontiguousarray(grad if not one_d else grad[:, :, None, :]), grad_x, *geometry)
         return _shape_back(grad_x, one_d)
 
 
-class AdaptiveAvgPool(core_pool.AdaptiveAvgPool):
+class AdaptiveAvgPool(KernelOverride, core_pool.AdaptiveAvgPool):
     """``adaptive_avg_pool``: avg_pool's separable passes over the adaptive windows, instead of two
     averaging-matrix tensordots."""
 
-    fallback = False
+    @staticmethod
+    def handles(x, output_size):
+        return _handled(x) and 0 not in tuple(output_size)
 
     @staticmethod
     def forward(ctx, x, output_size):
-        if not _handled(x) or 0 in tuple(output_size):
-            ctx.fallback = True
-            return core_pool.AdaptiveAvgPool.forward(ctx, x, output_size)
         one_d = x.ndim == 3
         planes = _planes(x)
         out = np.empty(planes.shape[:2] + _pairs(output_size, one_d, 1), dtype=planes.dtype)
@@ -171,8 +156,6 @@ class AdaptiveAvgPool(core_pool.AdaptiveAvgPool):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.fallback:
-            return core_pool.AdaptiveAvgPool.backward(ctx, grad)
         planes_shape, one_d = ctx.params
         grad_x = np.empty(planes_shape, dtype=grad.dtype)  # the kernel writes every element
         jit.adaptive_avg_pool_backward(np.ascontiguousarray(grad if not one_d else grad[:, :, None, :]), grad_x)

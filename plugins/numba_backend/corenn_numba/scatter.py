@@ -28,6 +28,7 @@ import numbers
 
 import numpy as np
 
+from corenn.kernels import PAD_MODES, KernelOverride, full_index
 from corenn.ops import embedding as core_embedding
 from corenn.ops import movement as core_movement
 
@@ -136,15 +137,21 @@ class GetItem(core_movement.GetItem):
         return grad_input
 
 
-class IndexPut(core_movement.IndexPut):
+def _same_float_or_number(value, a):
+    """``value`` is an array of ``a``'s dtype or a real number (not a bool)."""
+    return (isinstance(value, np.ndarray) and value.dtype == a.dtype) or (
+        isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)))
+
+
+class IndexPut(KernelOverride, core_movement.IndexPut):
     """``index_put(..., accumulate=True)`` without ``add.at``; backward is the core's (a gather)."""
 
     @staticmethod
+    def handles(a, value, index, accumulate=False):
+        return accumulate and handles(a) and _same_float_or_number(value, a)
+
+    @staticmethod
     def forward(ctx, a, value, index, accumulate=False):
-        value_ok = (isinstance(value, np.ndarray) and value.dtype == a.dtype) or (
-            isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)))
-        if not accumulate or not handles(a) or not value_ok:
-            return core_movement.IndexPut.forward(ctx, a, value, index, accumulate)
         out = a.copy()
         _index_add_into(out, index, value)
         ctx.index, ctx.accumulate = index, accumulate
@@ -188,20 +195,20 @@ class Gather(core_movement.Gather):
         return grad_input, None
 
 
-class Scatter(core_movement.Scatter):
+class Scatter(KernelOverride, core_movement.Scatter):
     """``scatter(..., reduce="add")`` (``scatter_add``) without ``add.at``; other reductions: the core's."""
 
     @staticmethod
+    def handles(a, index, src, axis, reduce=None):
+        return reduce == "add" and handles(a) and _same_float_or_number(src, a)
+
+    @staticmethod
     def forward(ctx, a, index, src, axis, reduce=None):
-        src_ok = (isinstance(src, np.ndarray) and src.dtype == a.dtype) or (
-            isinstance(src, numbers.Real) and not isinstance(src, (bool, np.bool_)))
-        if reduce != "add" or not handles(a) or not src_ok:
-            return core_movement.Scatter.forward(ctx, a, index, src, axis, reduce)
         values = src[tuple(slice(0, s) for s in index.shape)] if isinstance(src, np.ndarray) and src.ndim else src
         out = a.copy()
         jit.add_flat(out.reshape(-1), _gather_positions(index, axis, a.shape),
                   np.ascontiguousarray(np.broadcast_to(values, index.shape), dtype=a.dtype).reshape(-1))
-        ctx.coords, ctx.reduce, ctx.index_shape = core_movement._full_index(np, index, axis), reduce, index.shape
+        ctx.coords, ctx.reduce, ctx.index_shape = full_index(np, index, axis), reduce, index.shape
         ctx.src_shape = getattr(src, "shape", None)
         return out
 
@@ -225,15 +232,18 @@ class IndexSelect(core_movement.IndexSelect):
         return grad_input, None
 
 
-class IndexAdd(core_movement.IndexAdd):
+class IndexAdd(KernelOverride, core_movement.IndexAdd):
     """``index_add`` as a row loop (backward is the core's: a take)."""
+
+    @staticmethod
+    def handles(a, index, source, axis, alpha=1):
+        index = np.asarray(index)
+        return (handles(a, source) and index.ndim <= 1
+                and tuple(source.shape) == a.shape[:axis] + (index.size,) + a.shape[axis + 1:])
 
     @staticmethod
     def forward(ctx, a, index, source, axis, alpha=1):
         index = np.asarray(index)
-        expected = a.shape[:axis] + (index.size,) + a.shape[axis + 1:]
-        if not handles(a, source) or index.ndim > 1 or tuple(source.shape) != expected:
-            return core_movement.IndexAdd.forward(ctx, a, index, source, axis, alpha)
         planes, rows, cols = _planes(a.shape, axis)
         out = a.copy()
         scaled = source * alpha if alpha != 1 else source
@@ -256,7 +266,7 @@ class PadAxis(core_movement.PadAxis):
         if ctx.mode == "constant" or not handles(grad):
             return core_movement.PadAxis.backward(ctx, grad)
         after = grad.shape[ctx.axis] - ctx.size - ctx.before
-        source = np.pad(np.arange(ctx.size), (ctx.before, after), mode=core_movement._PAD_MODES[ctx.mode])
+        source = np.pad(np.arange(ctx.size), (ctx.before, after), mode=PAD_MODES[ctx.mode])
         shape = list(grad.shape)
         shape[ctx.axis] = ctx.size
         grad_input = np.zeros(shape, dtype=grad.dtype)

@@ -127,7 +127,8 @@ def test_conformance_kit(every_size):
 @pytest.mark.torch
 def test_conformance_kit_against_pytorch(every_size):
     pytest.importorskip("torch")
-    assert check_op(CONFORMANCE, "cpu", finite_differences=False) == "torch"
+    # torch, and the core's linear on the host (the kit compares every override with the core kernel)
+    assert check_op(CONFORMANCE, "cpu", finite_differences=False) == "torch+core"
 
 
 @pytest.mark.torch

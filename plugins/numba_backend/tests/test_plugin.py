@@ -18,7 +18,7 @@ import corenn
 import corenn.nn.functional as F
 import corenn_numba
 from corenn.dispatch import kernels
-from corenn.ops._kernel import CORE_KERNELS
+from corenn.kernels import core_kernels
 
 
 def _overridden_ops() -> list[str]:
@@ -47,7 +47,7 @@ def test_every_override_replaces_a_core_kernel_of_the_same_op():
     ops = _overridden_ops()
     assert {"sgd_update", "adam_update"} <= set(ops)
     for registration in corenn_numba._registrations():
-        core = CORE_KERNELS[registration.op]
+        core = core_kernels()[registration.op]
         assert issubclass(registration.kernel, core), f"{registration.op}: the override must subclass {core}"
         assert registration.device_type == "cpu" and registration.priority > 0
 
@@ -67,6 +67,45 @@ def test_disable_and_enable_switch_every_override_at_run_time():
     assert all(kernels.source_of(op, "cpu") == "numba" for op in ops)
     for op in ops:
         assert [r.source for r in kernels.registrations(op)].count("numba") == 1, op
+
+
+def test_disable_goes_through_the_loader_so_the_plugins_listing_tells_the_truth():
+    from io import StringIO
+    from corenn.__main__ import main
+
+    record = corenn.plugins.records["numba"]
+    try:
+        corenn_numba.disable()
+        assert record.status == "disabled" and "corenn.plugins.disable('numba')" in record.reason
+        out = StringIO()
+        main(["plugins"], out=out)
+        line = next(line for line in out.getvalue().splitlines() if line.startswith("numba "))
+        assert "disabled: disabled at run time by corenn.plugins.disable('numba')" in line
+        assert all(k["overrides"] == [] for k in record.to_dict()["kernels"])
+        corenn.plugins.enable("numba")  # the loader's switch and the plugin's are one switch
+        assert corenn_numba.is_enabled() and record.status == "active" and record.reason is None
+        with corenn.plugins.disabled("numba"):
+            assert not corenn_numba.is_enabled()
+    finally:
+        corenn_numba.enable()
+    assert kernels.source_of("conv", "cpu") == "numba"
+
+
+def test_after_unregister_enable_brings_nothing_back():
+    code = ("import corenn, corenn_numba\n"
+            "from corenn.dispatch import kernels\n"
+            "corenn.plugins.unregister('numba')\n"
+            "for switch in (corenn_numba.enable, corenn_numba.disable):\n"
+            "    try:\n"
+            "        switch()\n"
+            "    except RuntimeError as error:\n"
+            "        print(switch.__name__, 'refused:', error)\n"
+            "print('conv from', kernels.source_of('conv', 'cpu'), 'numba kernels:',\n"
+            "      sum(r.source == 'numba' for r in kernels.registrations()))\n")
+    out = _run(code).stdout
+    assert "enable refused: corenn-numba is not registered with corenn.plugins" in out
+    assert "disable refused:" in out
+    assert "conv from corenn.ops numba kernels: 0" in out
 
 
 def test_disabled_block_restores_the_state_it_found():
@@ -134,20 +173,24 @@ def test_plugins_command_names_every_override():
     assert all(k["overrides"] == ["corenn.ops"] and k["device_type"] == "cpu" for k in numba_plugin["kernels"])
 
 
-def test_plugins_command_with_the_plugin_disabled_lists_no_overrides():
+def test_plugins_command_with_the_plugin_disabled_says_so_and_lists_no_overrides():
     summary = json.loads(_cli("plugins", "--json", CORENN_NUMBA_DISABLE="1"))
     numba_plugin = next(p for p in summary["plugins"] if p["distribution"] == "corenn-numba")
-    assert numba_plugin["kernels"] == []
+    assert numba_plugin["status"] == "disabled" and numba_plugin["reason"] == "CORENN_NUMBA_DISABLE=1 is set"
+    assert numba_plugin["kernels"] and all(k["overrides"] == [] for k in numba_plugin["kernels"])
+    text = _cli("plugins", CORENN_NUMBA_DISABLE="1")
+    assert "numba  corenn-numba 0.1.0  disabled: CORENN_NUMBA_DISABLE=1 is set" in text
 
 
-def test_info_lines_say_numba_version_threads_state_and_cache():
+def test_info_lines_say_numba_version_threads_cache_and_the_plugin_state():
     import numba
     text = _cli("info")
     line = next(line for line in text.splitlines() if line.strip().startswith(f"numba {numba.__version__}"))
     assert line.strip().startswith(f"numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads")
-    assert "kernels enabled" in line and "cache:" in line
+    assert "cache:" in line and "malloc left as it is" in line  # nothing compiled ran in that process
+    assert "numba (corenn-numba 0.1.0): active" in text
     disabled = _cli("info", CORENN_NUMBA_DISABLE="1")
-    assert "kernels disabled" in disabled
+    assert "numba (corenn-numba 0.1.0): disabled: CORENN_NUMBA_DISABLE=1 is set" in disabled
 
 
 # ---------------------------------------------------------------------------------------------------------
