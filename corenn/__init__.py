@@ -67,7 +67,9 @@ def __getattr__(name):
     if name in ("save", "load"):
         serialization = importlib.import_module("corenn.serialization")
         return getattr(serialization, name)
-    raise AttributeError(f"module 'corenn' has no attribute {name!r}")
+    # ``corenn.profiler``, ``corenn.distributed``, ... : import paths that plugins register.
+    from corenn import import_paths
+    return import_paths.module_getattr(__name__, name)
 
 
 # Installed plugins load last, so that they can use all of corenn's API while they import.

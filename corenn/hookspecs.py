@@ -15,7 +15,7 @@ Three kinds of hooks:
 
 - *registration* hooks run once per plugin, when it loads, and hand corenn
   objects to keep (backends, kernels, process-group backends, FX leaf rules,
-  module-state handlers, op observers). Their answers are checked: a
+  module-state handlers, op observers, import paths). Their answers are checked: a
   malformed answer marks the plugin *failed* and nothing of it stays
   registered. Raising :class:`corenn.plugins.PluginUnavailable` from any of
   them marks the plugin *unavailable* (cannot run on this machine) instead.
@@ -74,7 +74,10 @@ def corenn_register_kernels() -> Iterable[KernelRegistration]:
     When: once, when the plugin loads, after its backends are registered.
     Receives: nothing.
     Returns: an iterable of ``KernelRegistration`` whose ``kernel`` is a
-    ``corenn.autograd.node.Op`` subclass (forward and backward together).
+    ``corenn.autograd.node.Op`` subclass (forward and backward together),
+    ``op`` one of the core's ops (docs/kernels.md) and ``device_type``
+    ``"*"``, a registered backend's type or one with a known first-party
+    provider (``cuda``); another name fails the plugin, naming it.
     First answer wins: no, every registration is kept; at dispatch the one
     with the highest ``priority`` for (op, device type) runs,
     ``device_type="*"`` matching any numpy-API backend, earlier registration
@@ -147,6 +150,27 @@ def corenn_op_observers() -> Iterable[Any]:
     truthiness test.
     First answer wins: no, every observer is called (``op_start`` in
     registration order, ``op_end`` in reverse).
+    """
+
+
+@hookspec
+def corenn_register_import_paths() -> Mapping[str, str]:
+    """Return ``{public corenn module path: this plugin's module}``, so PyTorch's import paths reach plugin APIs.
+
+    When: once, when the plugin loads, after its other registration hooks.
+    Receives: nothing.
+    Returns: a mapping from a dotted path under ``corenn.`` (PyTorch's path with
+    ``torch`` renamed) to the dotted name of the plugin's own module, e.g.
+    ``{"corenn.nn.utils.prune": "corenn_prune.prune"}``. Importing
+    the path (``import corenn.nn.utils.prune as prune``, ``from corenn.nn.utils
+    import prune``) then imports that module -- only then: registering imports
+    nothing -- and gives that very module object; modules below the path are the
+    plugin's modules below it. Parent packages the core lacks (``corenn.ao``) are
+    created. A path that is a module of corenn itself, or a name its parent
+    already has, is malformed, as is a path outside ``corenn.``. Unregistering the
+    plugin removes its paths, also from ``sys.modules``.
+    First answer wins: no, every plugin's paths are registered; a path provided
+    by two plugins fails the second. See ``corenn.import_paths``.
     """
 
 

@@ -26,6 +26,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
@@ -36,12 +37,13 @@ from typing import Any, Callable, Iterable
 import attrs
 import pluggy
 
-from corenn import dispatch, hookspecs
+from corenn import dispatch, hookspecs, import_paths
 
 __all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginError", "PluginWarning", "PluginRecord",
            "records", "load_builtins", "ensure_loaded", "installed_entry_points", "list_plugins", "info_lines",
            "fx_leaf_module_rules", "module_state_handlers",
-           "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing"]
+           "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing", "disable", "enable",
+           "disabled"]
 
 BUILTIN_PLUGINS = ("corenn.backends.cpu", "corenn.ops")
 ENTRY_POINT_GROUP = "corenn"
@@ -86,8 +88,8 @@ class PluginRecord:
     """What is known about one plugin: where it came from, how loading went and what it contributed.
 
     ``status`` is ``active``, ``unavailable``, ``failed`` or ``disabled`` (installed
-    but not loaded because of ``CORENN_DISABLE_PLUGIN_AUTOLOAD`` / ``CORENN_PLUGINS``);
-    ``reason`` says why for the last three.
+    but not loaded because of ``CORENN_DISABLE_PLUGIN_AUTOLOAD`` / ``CORENN_PLUGINS``,
+    or loaded and turned off by :func:`disable`); ``reason`` says why for the last three.
 
     Example::
 
@@ -110,6 +112,7 @@ class PluginRecord:
     fx_leaf_rules: list = attrs.field(factory=list, repr=False)
     state_handlers: list = attrs.field(factory=list, repr=False)
     op_observers: list = attrs.field(factory=list, repr=False)
+    import_paths: dict = attrs.Factory(dict)
 
     def to_dict(self) -> dict:
         """A JSON-friendly summary (what ``python -m corenn plugins --json`` prints for this plugin)."""
@@ -117,18 +120,18 @@ class PluginRecord:
             "name": self.name, "distribution": self.distribution, "version": self.version,
             "status": self.status, "reason": self.reason, "builtin": self.builtin,
             "entry_point": self.entry_point, "hooks": list(self.hooks), "devices": list(self.devices),
-            "kernels": [_kernel_summary(r) for r in self.kernels],
+            "kernels": [_kernel_summary(r, self.status == "active") for r in self.kernels],
             "process_group_backends": list(self.process_group_backends),
             "fx_leaf_rules": len(self.fx_leaf_rules), "module_state_handlers": len(self.state_handlers),
-            "op_observers": len(self.op_observers),
+            "op_observers": len(self.op_observers), "import_paths": dict(self.import_paths),
         }
 
 
-def _kernel_summary(registration) -> dict:
-    """One kernel registration, with the registrations of other plugins it outranks."""
+def _kernel_summary(registration, active: bool = True) -> dict:
+    """One kernel registration, with the registrations of other plugins it outranks (none while disabled)."""
     overrides = sorted({r.source for r in dispatch.kernels.registrations(registration.op)
                         if r.source != registration.source and r.priority < registration.priority
-                        and (registration.device_type in (r.device_type, "*") or r.device_type == "*")})
+                        and (registration.device_type in (r.device_type, "*") or r.device_type == "*")}) if active else []
     return {"op": registration.op, "device_type": registration.device_type, "priority": registration.priority,
             "overrides": overrides}
 
@@ -175,6 +178,8 @@ def enable_tracing(writer: Callable[[str], Any] | None = None) -> Callable[[], N
 
 if _env_flag(ENV_TRACE):
     enable_tracing()
+
+import_paths._install()  # registered import paths (corenn_register_import_paths) resolve from now on
 
 
 # -- failure reporting -----------------------------------------------------------------------------------------------
@@ -240,7 +245,8 @@ def _phase_check(plugin, record: PluginRecord) -> bool:
              and getattr(manager.hook, name).has_spec()]
     details = []
     for name in unknown:
-        close = difflib.get_close_matches(name, known, n=1)
+        # All hook names share "corenn_": a low cutoff would suggest unrelated hooks.
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
         details.append(name + (f" (did you mean {close[0]}?)" if close else ""))
     manager.unregister(plugin)
     _fail(record, f"hookimpl {', '.join(details)} matches no corenn hookspec")
@@ -294,6 +300,9 @@ def _phase_activate(plugin, record: PluginRecord) -> None:
                                 "expected an int")
             if not isinstance(registration.op, str) or not isinstance(registration.device_type, str):
                 raise TypeError(f"kernel registration {registration!r} needs string op and device_type")
+            _check_op_name(registration.op)
+        if not _deferring_device_checks:
+            _check_device_types(registrations)
         for registration in registrations:
             registration = attrs.evolve(registration, source=record.name)
             dispatch.kernels.register(registration)
@@ -334,6 +343,11 @@ def _phase_activate(plugin, record: PluginRecord) -> None:
         for observer in observers:
             dispatch.observers.append(observer)
             record.op_observers.append(observer)
+
+        for answer in _answers(plugin, "corenn_register_import_paths"):
+            paths = import_paths._check(answer, record.name)
+            import_paths._add(paths, record.name)
+            record.import_paths.update(paths)
     except PluginUnavailable as why:
         _undo(plugin, record)
         _fail(record, str(why) or "unavailable on this machine", status="unavailable")
@@ -345,6 +359,185 @@ def _phase_activate(plugin, record: PluginRecord) -> None:
     record.status = "active"
     record.reason = None
     _trace(f"plugin {record.name} active: devices={record.devices} kernels={len(record.kernels)}")
+    wish = _disable_when_active.pop(id(plugin), None)
+    if wish is not None and wish[0] is plugin:  # the plugin asked for it while it was being imported
+        _withdraw(record, wish[1] or "disabled when loaded, by corenn.plugins.disable()")
+
+
+# -- what a kernel registration may name ------------------------------------------------------------------------------
+# Ops: only the core's. An op is a front-end function plus its kernels, and a plugin has no hook
+# for front ends; a new differentiable operation is a corenn.autograd.Function in the plugin.
+# Device types: "*", a registered backend's, or one corenn knows a first-party provider for
+# (corenn-cuda's "cuda" kernels must not fail a plugin on a machine without a GPU).
+
+_deferring_device_checks = False  # True while a batch of entry points loads: backends may come later in it
+
+
+def _check_op_name(op: str) -> None:
+    from corenn.ops._kernel import CORE_KERNELS
+
+    if op in CORE_KERNELS:
+        return
+    close = difflib.get_close_matches(op, list(CORE_KERNELS), n=1)
+    raise ValueError(f"corenn_register_kernels: op {op!r} is not a corenn op" + (f" (did you mean {close[0]!r}?)"
+                     if close else "") + "; a plugin registers kernels for the core's ops only (docs/kernels.md "
+                     "lists them)")
+
+
+def _unknown_device_type(registrations) -> str | None:
+    """Why a registration's device type is not acceptable, or None when all are."""
+    for registration in registrations:
+        device_type = registration.device_type
+        if (device_type == "*" or device_type in dispatch.backends
+                or device_type in dispatch.known_device_providers):
+            continue
+        known = sorted({backend.type for backend in dispatch.backends} | set(dispatch.known_device_providers))
+        close = difflib.get_close_matches(device_type, known, n=1)
+        return (f"corenn_register_kernels: kernel for op {registration.op!r} names device type {device_type!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "") + ", which no backend provides; use '*' "
+                f"(every numpy-API backend) or a registered device type: {', '.join(known)}")
+    return None
+
+
+def _check_device_types(registrations) -> None:
+    message = _unknown_device_type(registrations)
+    if message:
+        raise ValueError(message)
+
+
+# -- turning a loaded plugin off and on -------------------------------------------------------------------------------
+
+_disable_when_active: dict[int, tuple[Any, str | None]] = {}  # plugins that asked to start disabled
+_parked_process_group_backends: dict[str, dict[str, Callable]] = {}  # what disabled plugins' pg names map to
+
+
+def _withdraw(record: PluginRecord, reason: str) -> None:
+    """Take ``record``'s contributions out of the live registries, keeping them on the record for :func:`enable`."""
+    dispatch.kernels.unregister_source(record.name)
+    _parked_process_group_backends[record.name] = {
+        pg_name: _process_group_backends.pop(pg_name)[0] for pg_name in record.process_group_backends
+        if pg_name in _process_group_backends}
+    _fx_rules[:] = [(r, source) for r, source in _fx_rules if source != record.name]
+    _state_handlers[:] = [(h, source) for h, source in _state_handlers if source != record.name]
+    for observer in record.op_observers:
+        _remove_observer(observer)
+    record.status, record.reason = "disabled", reason
+    _trace(f"plugin {record.name} disabled: {reason}")
+
+
+def _restore(record: PluginRecord) -> None:
+    for registration in record.kernels:
+        dispatch.kernels.register(registration)
+    for pg_name, factory in _parked_process_group_backends.pop(record.name, {}).items():
+        _process_group_backends[pg_name] = (factory, record.name)
+    _fx_rules.extend((rule, record.name) for rule in record.fx_leaf_rules)
+    _state_handlers.extend((handler, record.name) for handler in record.state_handlers)
+    dispatch.observers.extend(record.op_observers)
+    record.status, record.reason = "active", None
+    _trace(f"plugin {record.name} enabled")
+
+
+def _record_of(plugin) -> PluginRecord | None:
+    if isinstance(plugin, str):
+        return records.get(plugin)
+    return next((record for record in records.values() if record.plugin is plugin), None)
+
+
+def _no_record(name) -> KeyError:
+    if isinstance(name, str):
+        for entry_point in installed_entry_points():
+            if entry_point.name == name:
+                listed = {r.name: r for r in list_plugins()}.get(name)
+                why = f" ({listed.reason})" if listed is not None and listed.reason else ""
+                return KeyError(f"plugin {name!r} is installed but was not loaded{why}, so it cannot be turned "
+                                "on or off at run time")
+        return KeyError(f"no plugin named {name!r}; registered: {', '.join(records) or 'none'}")
+    return KeyError(f"plugin object {name!r} is not registered")
+
+
+def disable(plugin, *, reason: str | None = None) -> PluginRecord | None:
+    """Turn a loaded plugin off at run time: its kernels, op observers, FX leaf rules, module-state
+    handlers and process-group backends stop being used, and its record says ``disabled``.
+
+    ``plugin`` is the plugin's name (as ``python -m corenn plugins`` lists it) or the
+    plugin object. :func:`enable` turns it on again. Disabling a disabled plugin does
+    nothing; built-in plugins and plugins that provide a device (tensors may live
+    there) cannot be disabled (``ValueError``). A plugin may call it on itself while
+    it is being imported (``corenn.plugins.disable(sys.modules[__name__])``): it is
+    then loaded but starts disabled, and returns None.
+
+    Example::
+
+        corenn.plugins.disable("numba")
+        assert corenn.plugins.records["numba"].status == "disabled"   # the core's kernels run
+        corenn.plugins.enable("numba")
+    """
+    record = _record_of(plugin)
+    if record is None:
+        if not isinstance(plugin, str) and _loading:
+            _disable_when_active[id(plugin)] = (plugin, reason)
+            return None
+        raise _no_record(plugin)
+    if record.builtin:
+        raise ValueError(f"{record.name} is built into corenn and cannot be disabled")
+    if record.status == "disabled":
+        return record
+    if record.status != "active":
+        raise ValueError(f"plugin {record.name!r} is {record.status} ({record.reason}); only an active plugin can be "
+                         "disabled")
+    if record.devices:
+        raise ValueError(f"plugin {record.name!r} provides the device type(s) {', '.join(record.devices)}, where "
+                         "tensors may live; it cannot be disabled (corenn.plugins.unregister removes it)")
+    _withdraw(record, reason or f"disabled at run time by corenn.plugins.disable({record.name!r})")
+    return record
+
+
+def enable(plugin) -> PluginRecord:
+    """Turn a plugin that :func:`disable` turned off on again; returns its record (status ``active``).
+
+    Enabling an active plugin does nothing. A plugin that failed, is unavailable, was
+    never loaded or was unregistered cannot be enabled (``ValueError`` / ``KeyError``
+    saying why): nothing comes back behind the loader's back.
+
+    Example::
+
+        corenn.plugins.enable("numba")
+        assert corenn.plugins.records["numba"].status == "active"
+    """
+    record = _record_of(plugin)
+    if record is None:
+        raise _no_record(plugin)
+    if record.status == "active":
+        return record
+    if record.status != "disabled" or record.plugin is None:
+        raise ValueError(f"plugin {record.name!r} is {record.status} ({record.reason}); only a plugin turned off by "
+                         "corenn.plugins.disable can be enabled")
+    _restore(record)
+    return record
+
+
+@contextlib.contextmanager
+def disabled(plugin):
+    """A block with ``plugin`` turned off (see :func:`disable`); on again after it, if it was on before.
+
+    Example::
+
+        with corenn.plugins.disabled("numba"):
+            expected = model(x)     # the core's kernels
+        got = model(x)              # the plugin's again
+    """
+    record = _record_of(plugin)
+    if record is None:
+        raise _no_record(plugin)
+    was_active = record.status == "active"
+    if was_active:
+        disable(record.name)
+    try:
+        yield record
+    finally:
+        # Unless the block unregistered the plugin: then there is nothing left to turn on.
+        if was_active and records.get(record.name) is record and record.status == "disabled":
+            enable(record.name)
 
 
 def _undo(plugin, record: PluginRecord) -> None:
@@ -358,6 +551,8 @@ def _undo(plugin, record: PluginRecord) -> None:
     _state_handlers[:] = [(h, source) for h, source in _state_handlers if source != record.name]
     for observer in record.op_observers:
         _remove_observer(observer)
+    import_paths._remove(record.import_paths, record.name)
+    record.import_paths = {}
     record.devices, record.kernels, record.process_group_backends = [], [], []
     record.fx_leaf_rules, record.state_handlers, record.op_observers = [], [], []
     if plugin is not None and manager.is_registered(plugin):
@@ -470,8 +665,18 @@ def _load_entry_points() -> None:
         if _phase_register(plugin, record):
             loaded.append((plugin, record))
     loaded = [(plugin, record) for plugin, record in loaded if _phase_check(plugin, record)]
+    global _deferring_device_checks
+    _deferring_device_checks = True  # a plugin's kernels may name a device a later plugin of this batch provides
+    try:
+        for plugin, record in loaded:
+            _phase_activate(plugin, record)
+    finally:
+        _deferring_device_checks = False
     for plugin, record in loaded:
-        _phase_activate(plugin, record)
+        message = _unknown_device_type(record.kernels) if record.plugin is not None else None
+        if message:
+            _undo(plugin, record)
+            _fail(record, message)
 
 
 def ensure_loaded() -> bool:
@@ -521,7 +726,7 @@ def register(plugin, name: str | None = None) -> PluginRecord:
         raise TypeError(f"plugin name must be a non-empty string, got {name!r}")
     if manager.is_registered(plugin):
         raise ValueError(f"plugin object {plugin!r} is already registered as {manager.get_name(plugin)!r}")
-    if name in records and records[name].status == "active":
+    if name in records and records[name].plugin is not None:  # active, or disabled and kept for enable()
         raise ValueError(f"a plugin named {name!r} is already registered; pass name= to register it under another")
     record = records[name] = PluginRecord(name=name)
     if _phase_register(plugin, record) and _phase_check(plugin, record):
@@ -552,6 +757,7 @@ def unregister(name) -> PluginRecord:
     if record.builtin:
         raise ValueError(f"{name} is built into corenn and cannot be unregistered")
     del records[name]
+    _parked_process_group_backends.pop(name, None)
     _undo(record.plugin, record)
     record.plugin = None
     return record

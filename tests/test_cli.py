@@ -77,7 +77,8 @@ def test_plugins_json_is_complete_and_parses(site):
                    "hooks": ["corenn_info_lines", "corenn_register_backends", "corenn_register_kernels"],
                    "devices": ["toy"],
                    "kernels": [{"op": "relu", "device_type": "toy", "priority": 10, "overrides": ["corenn.ops"]}],
-                   "process_group_backends": [], "fx_leaf_rules": 0, "module_state_handlers": 0, "op_observers": 0}
+                   "process_group_backends": [], "fx_leaf_rules": 0, "module_state_handlers": 0, "op_observers": 0,
+                   "import_paths": {}}
     assert by_name["accel"]["status"] == "unavailable"
     assert by_name["accel"]["reason"] == "no accelerator on this machine"
     assert by_name["broken_hook"]["status"] == "failed" and by_name["broken_hook"]["devices"] == []
@@ -134,6 +135,6 @@ def test_hooks_lists_every_hookspec_with_its_signature():
 def test_version_help_and_bad_command():
     assert corenn_cli("--version").stdout == f"corenn {corenn.__version__}\n"
     helped = corenn_cli()
-    assert helped.returncode == 0 and "{plugins,info,hooks}" in helped.stdout
+    assert helped.returncode == 0 and "{plugins,info,hooks,kernels}" in helped.stdout
     bad = corenn_cli("plugin")
     assert bad.returncode == 2 and "invalid choice: 'plugin'" in bad.stderr

@@ -289,3 +289,43 @@ def test_unknown_device_names_the_failed_provider(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "unknown device type 'cuda'; available devices: cpu." in result.stdout
     assert "it is installed but unavailable: no CUDA device found" in result.stdout
+
+
+KERNELS_FOR_A_DEVICE = '''
+import corenn
+from corenn.dispatch import KernelRegistration
+from corenn.kernels import core_kernel
+
+
+@corenn.hookimpl
+def corenn_register_kernels():
+    return [KernelRegistration("relu", "DEVICE", core_kernel("relu"), priority=5)]
+'''
+
+DEVICE_ONLY = '''
+import numpy as np
+import corenn
+from corenn.dispatch import Backend
+
+
+@corenn.hookimpl
+def corenn_register_backends():
+    return [Backend(type="laterdev", xp=np, to_device=lambda a, i=None: np.array(a), to_host=lambda a: np.array(a))]
+'''
+
+
+def test_kernels_may_name_a_device_another_plugin_of_the_batch_provides(tmp_path):
+    # Whichever order the entry points load in, kernels for "laterdev" are accepted because a plugin of the
+    # same batch provides it; kernels for a device nobody provides fail their plugin, naming it.
+    write_distribution(tmp_path, "corenn-akernels", "0.1", {"akernels": "corenn_akernels"},
+                       {"corenn_akernels.py": KERNELS_FOR_A_DEVICE.replace("DEVICE", "laterdev")})
+    write_distribution(tmp_path, "corenn-laterdev", "0.1", {"laterdev": "corenn_laterdev"},
+                       {"corenn_laterdev.py": DEVICE_ONLY})
+    write_distribution(tmp_path, "corenn-typo", "0.1", {"typo": "corenn_typo"},
+                       {"corenn_typo.py": KERNELS_FOR_A_DEVICE.replace("DEVICE", "nosuchdevice")})
+    found = status(tmp_path)
+    assert found["records"]["akernels"][0] == "active"
+    assert found["records"]["laterdev"][0] == "active"
+    assert found["records"]["typo"][0] == "failed"
+    assert "device type 'nosuchdevice', which no backend provides" in found["records"]["typo"][3]
+    assert any("corenn plugin 'typo' (distribution corenn-typo) failed" in w for w in found["warnings"])

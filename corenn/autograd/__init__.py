@@ -33,13 +33,21 @@ def _root_grads(outputs, grad_outputs):
         if g is None:
             if out._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            grads.append(out._device._xp.ones(out._data.shape, dtype=out._data.dtype))
+            grads.append(out._device._xp.ones_like(out._data))  # on out's device index, not the current one
             continue
         if not isinstance(g, _node._Tensor):
             raise TypeError(f"gradient for output {i} must be a Tensor or None, got {type(g).__name__}")
         if g._data.shape != out._data.shape:
-            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
-                               f"has a shape of {list(out.shape)}.")
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape!r} and output[{i}] "
+                               f"has a shape of {out.shape!r}.")
+        # As PyTorch's validate_outputs: a 0-dim gradient moves to the output's device, any other
+        # device is an error; another dtype is cast to the output's.
+        if g._device is not out._device:
+            if g._data.ndim != 0:
+                raise RuntimeError(f"invalid gradient at index {i} - expected device {out._device} but got {g._device}")
+            g = g.to(out._device)
+        if g._data.dtype != out._data.dtype:
+            g = g.to(out.dtype)
         grads.append(g._data)
     return grads
 
@@ -111,3 +119,9 @@ class graph:
 
 def _sequence(x) -> Sequence:
     return x if isinstance(x, (list, tuple)) else (x,)
+
+
+def __getattr__(name):
+    # ``corenn.autograd.profiler``: an import path a plugin registers.
+    from corenn import import_paths
+    return import_paths.module_getattr(__name__, name)

@@ -23,4 +23,5 @@ def __getattr__(name):
     if name == "functional":
         import importlib
         return importlib.import_module("corenn.nn.functional")
-    raise AttributeError(f"module 'corenn.nn' has no attribute {name!r}")
+    from corenn import import_paths  # ``corenn.nn.parallel``: a path a plugin registers
+    return import_paths.module_getattr(__name__, name)

@@ -13,3 +13,9 @@ from corenn.nn.utils.init import skip_init  # noqa: F401
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
            "parameters_to_vector", "vector_to_parameters", "skip_init"]
+
+
+def __getattr__(name):
+    # ``corenn.nn.utils.prune``, ``.parametrize``, ``.parametrizations``: import paths that plugins register.
+    from corenn import import_paths
+    return import_paths.module_getattr(__name__, name)
