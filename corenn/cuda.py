@@ -34,21 +34,21 @@ def _require():
 
 
 def current_device() -> int:
-    _require()
-    return 0
+    """The index ``"cuda"`` means now (the backend's ``current_device()``)."""
+    return _require().current_index()
 
 
 def synchronize(device=None) -> None:
-    """Wait for all work queued on ``device`` (default: device 0)."""
+    """Wait for all work queued on ``device`` (default: the current device)."""
     _require().synchronize(_index(device))
 
 
 def _index(device) -> int:
     if device is None:
-        return 0
+        return current_device()
     if isinstance(device, int):
-        return device
-    return dispatch.device(device).index or 0
+        device = dispatch.device("cuda", device)
+    return dispatch.resolve_device(device).index  # "cuda" is cuda:current; the index is range-checked
 
 
 def manual_seed(seed: int) -> None:

@@ -12,18 +12,23 @@ Kernel lookup is one dict access per op: registrations are resolved into
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, Callable
 
 import attrs
 
+from corenn.import_paths import install_hint
+
 __all__ = ["device", "Backend", "KernelRegistration", "backends", "kernels", "get_backend",
-           "available_devices", "known_device_providers"]
+           "available_devices", "known_device_providers", "resolve_device", "device_guard", "ARRAY_PROTOCOL",
+           "RNG_METHODS"]
 
 
-# Device types that first-party plugins provide, so an unknown device can say what to install.
+# Device types that first-party plugins provide, so an unknown device can say what to install:
+# "distribution (how to get it; what it needs)", the hint true for this checkout (install_hint).
 known_device_providers = {
-    "cuda": "corenn-cuda (pip install ./plugins/cuda_backend; needs an NVIDIA GPU and cupy)",
+    "cuda": f"corenn-cuda ({install_hint('plugins/cuda_backend')}; needs an NVIDIA GPU and cupy)",
 }
 
 _DEVICE_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)(?::(\d+))?$")
@@ -70,7 +75,9 @@ class device:
         self = object.__new__(cls)
         object.__setattr__(self, "type", device_type)
         object.__setattr__(self, "index", index)
-        object.__setattr__(self, "_xp", backend.xp)  # read by every op: kept on the device
+        # The array module of this device, read by every op (ctx.xp): kept on the device.
+        xp = backend.xp if index is None or backend.xp_for_index is None else backend.xp_for_index(index)
+        object.__setattr__(self, "_xp", xp)
         cls._cache[key] = cls._cache[(device_type, index)] = self
         return self
 
@@ -100,14 +107,69 @@ class device:
         return (device, (self.type, self.index))
 
 
+#: What corenn reads or calls on a device array (``tensor._data``), besides passing it to ``xp``
+#: functions: numpy's meaning for each. Host conversion (``__array__``, ``float()``, ``int()``,
+#: ``bool()``, ``tolist``, iteration) is *not* in it: a backend may refuse those, and corenn moves
+#: data to the host only through ``Backend.to_host`` and reads one value with ``item()``.
+ARRAY_PROTOCOL = (
+    "shape", "dtype", "ndim", "size", "strides", "T",
+    "astype", "reshape", "copy", "view", "transpose", "swapaxes", "squeeze", "item",
+    "sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all",
+    "__getitem__", "__setitem__", "__len__",
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__pow__", "__matmul__", "__neg__", "__invert__", "__and__", "__or__",
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__iadd__", "__isub__", "__imul__", "__itruediv__",
+)
+
+#: What ``Backend.random_generator(seed)`` must return: an object with these methods, each
+#: returning arrays of the backend (``xp.ndarray``) placed on the current device index, with
+#: numpy.random.Generator's signatures; and its state as ``rng.bit_generator.state`` (or
+#: ``rng.state``), a JSON-serialisable value that can be read and assigned (``get_rng_state``).
+RNG_METHODS = ("random", "standard_normal", "standard_exponential", "integers", "permutation", "poisson")
+
+
+def _no_guard(index):
+    return contextlib.nullcontext()
+
+
 @attrs.define(eq=False)
 class Backend:
     """A device type's implementation, registered through ``corenn_register_backends``.
 
-    ``xp`` is the array module (numpy-compatible). ``to_device(array, index)`` moves a
-    host (numpy) or foreign array onto this device; ``to_host(array)`` returns a numpy
-    array. ``default_index`` is the index tensors get when a device is named without
-    one (``None`` for devices without indices, like ``cpu``).
+    The protocol (``docs/writing-plugins.md``, "Writing a device backend", lists it in full):
+
+    - ``xp``: the array module kernels receive as ``ctx.xp``. ``xp.ndarray`` must be the
+      device's array class (``device_of_array`` tests ``isinstance`` with it); the creation,
+      math and reduction functions the core's kernels call must take and return device
+      arrays. Device arrays must offer the array protocol the doc lists (``shape``,
+      ``dtype``, ``ndim``, ``size``, ``astype``, ``reshape``, indexing, operator dunders, ...);
+      they need not be numpy arrays and may refuse implicit host conversion
+      (``__array__``, ``float()``, ``bool()``): corenn moves data to the host only through
+      ``to_host``, and reads single values with ``array.item()``.
+    - ``to_device(array, index)``: a copy of a host (numpy) array, or of an array of this
+      backend on another index, on device ``index``. ``to_host(array)``: a numpy copy.
+    - ``device_count()``: how many indices exist. ``default_index`` is ``None`` for a
+      device without indices (``cpu``), else the index of ``x`` when ``current_device``
+      is not given; ``current_device()`` returns the index ``x`` means (``x:current``).
+      Tensors always report a concrete index: ``tensor(..., device="x").device`` is ``x:0``.
+    - ``xp_for_index(index)``: for a device with several indices, the array module whose
+      functions create arrays on ``index`` (``xp.zeros``, ``xp.arange``, ...); kernels of a
+      tensor on ``x:1`` get it as ``ctx.xp``, so the core never switches a current device on
+      the op path. Results computed from device arrays must land on their inputs' index.
+      It is called once per ``corenn.device(...)`` built, for any index (even one out
+      of range: ``corenn.device("x:5")`` may be built, tensors can't go there), so it must
+      not fail. ``None`` (the default): ``xp`` serves every index.
+    - ``device_guard(index)``: a context manager making ``index`` current around random
+      draws (the RNG object draws onto the current index); the default does nothing.
+    - ``random_generator(seed)``: an RNG object with the methods in ``RNG_METHODS``
+      (numpy.random.Generator's signatures) drawing onto the current index, and a
+      read/write JSON-serialisable ``bit_generator.state`` (or ``state``).
+    - ``numpy_compatible``: ``True`` if ``xp`` speaks the numpy API well enough for the
+      core's ``"*"`` kernels. A backend with ``False`` gets only kernels registered for its
+      own device type, and must register every op it supports.
+    - ``array_device_index(array)``: the index an array lives on; by default
+      ``array.device.id`` (cupy's spelling), else ``default_index``.
     """
 
     type: str
@@ -119,6 +181,10 @@ class Backend:
     memory_stats: Callable[[Any], dict] = lambda index=None: {}
     random_generator: Callable[[int], Any] | None = None
     default_index: int | None = None
+    xp_for_index: Callable[[int], Any] | None = None
+    device_guard: Callable[[Any], Any] = _no_guard
+    current_device: Callable[[], int] | None = None
+    numpy_compatible: bool = True
     description: str = ""
     source: str = "core"
 
@@ -127,12 +193,18 @@ class Backend:
         dev = getattr(array, "device", None)
         return getattr(dev, "id", self.default_index)
 
+    def current_index(self) -> int | None:
+        """The index a device named without one means (``None`` for devices without indices)."""
+        if self.default_index is None:
+            return None
+        return self.default_index if self.current_device is None else self.current_device()
+
 
 @attrs.define(frozen=True)
 class KernelRegistration:
     """One kernel for ``op`` on ``device_type`` (``"*"`` = every numpy-API backend).
 
-    ``kernel`` is an :class:`corenn.autograd.function.Op` subclass: its ``forward``
+    ``kernel`` is an :class:`corenn.autograd.node.Op` subclass: its ``forward``
     and ``backward`` side by side. The highest ``priority`` wins; the core's kernels
     have priority 0, so a plugin overrides one by registering with priority > 0.
     """
@@ -154,6 +226,7 @@ class BackendRegistry:
             raise ValueError(f"device type {backend.type!r} is already provided by {existing.source}; "
                              f"{backend.source} cannot register it again")
         self._backends[backend.type] = backend
+        kernels._resolved.pop(backend.type, None)  # its numpy_compatible flag decides its table
 
     def unregister(self, device_type: str) -> None:
         self._backends.pop(device_type, None)
@@ -217,9 +290,12 @@ class KernelRegistry:
         table = self._resolved.get(device_type)
         if table is None:
             table = {}
+            backend = backends._backends.get(device_type)
+            # A backend whose arrays don't speak numpy declines the "*" kernels: only its own run.
+            shared = "*" if backend is None or backend.numpy_compatible else device_type
             for op, entries in self._registrations.items():
                 for r in entries:
-                    if r.device_type == device_type or r.device_type == "*":
+                    if r.device_type == device_type or r.device_type == shared:
                         table[op] = r.kernel
                         break
             self._resolved[device_type] = table
@@ -244,6 +320,43 @@ kernels = KernelRegistry()
 
 def get_backend(device_type: str) -> Backend:
     return backends.get(device_type)
+
+
+def resolve_device(spec) -> device:
+    """The device a new tensor goes on: ``x`` means ``x:current``; an index is checked against ``device_count()``.
+
+    Devices without indices (``cpu``) resolve to the bare type (``cpu:0`` is ``cpu``).
+    ``corenn.device("cuda:5")`` can be built on a one-GPU machine, as in PyTorch; putting a
+    tensor there raises here.
+
+    Example::
+
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
+    dev = device(spec)
+    backend = get_backend(dev.type)
+    current = backend.current_index()
+    if current is None:
+        return dev if dev.index is None else device(dev.type)
+    if dev.index is None:
+        return device(dev.type, current)
+    count = backend.device_count()
+    if dev.index >= count:
+        raise RuntimeError(f"device index {dev.index} out of range: {dev.type} has {count} "
+                           f"device{'s' if count != 1 else ''} (valid indices 0..{count - 1})" if count else
+                           f"device index {dev.index} out of range: {dev.type} has no devices")
+    return dev
+
+
+_NO_GUARD = contextlib.nullcontext()
+
+
+def device_guard(dev: device):
+    """``with device_guard(d):`` makes ``d``'s index current (around random draws), as ``Backend.device_guard``."""
+    if dev.index is None:
+        return _NO_GUARD
+    return get_backend(dev.type).device_guard(dev.index)
 
 
 def available_devices() -> list[str]:

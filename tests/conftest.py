@@ -25,3 +25,13 @@ if settings is not None:
 def torch():
     """PyTorch as the oracle; the test is skipped where it is not installed."""
     return pytest.importorskip("torch")
+
+
+@pytest.fixture
+def strict_device():
+    """The test-only ``strict`` device (tests/strict_device), registered for one test; yields the module."""
+    import strict_device as module
+    from corenn.testing import register_plugin
+
+    with register_plugin(module.StrictPlugin(), name="strict"):
+        yield module

@@ -14,13 +14,97 @@ itself stands where PyTorch has an ``AccumulateGrad`` node), ``None`` otherwise.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from heapq import heappop as _heappop, heappush as _heappush
 
 from corenn import dispatch as _dispatch
 
-GRAD_ENABLED = True
-INFERENCE_MODE = False
+
+
+class GradMode(threading.local):
+    """The calling thread's grad mode: PyTorch keeps it per thread, and so does corenn.
+
+    ``enabled`` says whether ops record a graph (``corenn.is_grad_enabled()``),
+    ``inference`` whether ``inference_mode`` is on. The class-level values are what
+    every thread starts with, so a thread started inside ``no_grad()`` records.
+    Read the flags here; change them only through :mod:`corenn.autograd.grad_mode`
+    (``no_grad``, ``set_grad_enabled``, ...), which also keep the hot path's
+    shortcut (``_set_grad_enabled``) true.
+
+    Example::
+
+        >>> from corenn.autograd.node import grad_mode
+        >>> grad_mode.enabled
+        True
+    """
+
+    enabled = True
+    inference = False
+    _off_token = None  # an _OffToken while this thread's grad mode is off
+
+
+#: The one :class:`GradMode` object (each thread sees its own values).
+grad_mode = GradMode()
+
+# The hot path's shortcut: True while no thread has grad mode off. A thread-local attribute
+# read costs several times a global one, so ops read ``grad_mode.enabled`` only while some
+# thread is in no_grad(); code that never leaves grad mode pays nothing for per-thread state.
+_grad_on_in_all_threads = True
+_threads_off: set = set()  # id() of the _OffToken of each thread whose grad mode is off
+_threads_off_lock = threading.Lock()
+
+
+class _OffToken:
+    """Held by a thread's :data:`grad_mode` while its grad mode is off.
+
+    A thread that ends in that state drops its thread-local values, and with them this
+    token, which then removes itself. (Without the lock, so that garbage collection can run
+    it anywhere; removing only ever shrinks the set, and the next switch recomputes the flag.)
+    """
+
+    __slots__ = ()
+
+    def __del__(self, _discard=_threads_off.discard):  # bound now: may run at interpreter exit
+        _discard(id(self))
+
+
+def _set_grad_enabled(enabled: bool) -> None:
+    """Turn graph recording on or off in the calling thread (the grad-mode switches call this).
+
+    Keeps :data:`grad_mode` and the hot path's shortcut in step: a thread's token is
+    counted before its flag goes off and uncounted after it comes back on, so
+    ``_grad_on_in_all_threads`` is never True while any thread has grad mode off.
+    """
+    global _grad_on_in_all_threads
+    mode = grad_mode
+    if enabled:
+        mode.enabled = True
+        token = mode._off_token
+        if token is not None:
+            with _threads_off_lock:
+                mode._off_token = None
+                _threads_off.discard(id(token))
+                _grad_on_in_all_threads = not _threads_off
+    else:
+        if mode._off_token is None:
+            token = _OffToken()
+            with _threads_off_lock:
+                _threads_off.add(id(token))
+                _grad_on_in_all_threads = False
+            mode._off_token = token
+        mode.enabled = False
+
+
+def __getattr__(name):
+    # The flags were module globals before grad mode became per thread; reading the old names
+    # still answers for the calling thread. (Assigning them has no effect: use corenn.set_grad_enabled.)
+    if name == "GRAD_ENABLED":
+        return grad_mode.enabled
+    if name == "INFERENCE_MODE":
+        return grad_mode.inference
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _tables = _dispatch.kernels._resolved
 _observers = _dispatch.observers
@@ -66,6 +150,31 @@ class Node:
                 ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
                 "graph a second time or if you need to access saved tensors after calling backward.")
         return saved
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        """One bool per positional input of ``forward``: True when that input's gradient is wanted.
+
+        PyTorch's name, read in ``backward`` to skip gradients nobody asked for; computed
+        from ``next_edges`` when read, so recording a node costs nothing extra::
+
+            @staticmethod
+            def backward(ctx, grad):
+                grad_a = grad * 2 if ctx.needs_input_grad[0] else None
+                grad_b = grad * 3 if ctx.needs_input_grad[1] else None
+                return grad_a, grad_b
+        """
+        edges = self.next_edges
+        # Most ops have one to three inputs: spelled out, reading this costs backward about as much
+        # as reading next_edges itself.
+        n = len(edges)
+        if n == 2:
+            return (edges[0] is not None, edges[1] is not None)
+        if n == 1:
+            return (edges[0] is not None,)
+        if n == 3:
+            return (edges[0] is not None, edges[1] is not None, edges[2] is not None)
+        return tuple([edge is not None for edge in edges])
 
     # -- the graph side -------------------------------------------------------------
     def name(self) -> str:
@@ -168,7 +277,7 @@ def run(op_name: str, *inputs, **params):
             if device is None:
                 device = x._device
             elif x._device is not device:
-                raise _device_mismatch(op_name, device, x._device)
+                return _run_mixed_devices(op_name, inputs, params)
             arrays.append(x._data)
             if x._requires_grad:
                 needs_grad = True
@@ -195,7 +304,7 @@ def run(op_name: str, *inputs, **params):
     except ValueError:
         _raise_shape_error(op_name, inputs)
         raise
-    records = needs_grad and GRAD_ENABLED and kernel.differentiable
+    records = needs_grad and (_grad_on_in_all_threads or grad_mode.enabled) and kernel.differentiable
     if kernel.num_outputs != 1:
         if not records:
             return tuple([_make(o, device, None, 0) for o in out])
@@ -247,7 +356,7 @@ def run1(op_name: str, a, **params):
     t._data = out
     t._device = device
     t._output_nr = 0
-    if a._requires_grad and GRAD_ENABLED and kernel.differentiable:
+    if a._requires_grad and (_grad_on_in_all_threads or grad_mode.enabled) and kernel.differentiable:
         fn = a._grad_fn
         ctx.next_edges = ((a, -1) if fn is None else (fn, a._output_nr),)
         ctx.sequence_nr = _next_sequence_nr()
@@ -267,7 +376,7 @@ def run2(op_name: str, a, b, **params):
         raise _not_a_tensor(op_name, a) from None
     b_is_tensor = isinstance(b, _Tensor)
     if b_is_tensor and b._device is not device:
-        raise _device_mismatch(op_name, device, b._device)
+        return _run_mixed_devices(op_name, (a, b), params)
     try:
         kernel = _tables[device.type][op_name]
     except KeyError:
@@ -288,7 +397,8 @@ def run2(op_name: str, a, b, **params):
     t._device = device
     t._output_nr = 0
     b_grad = b_is_tensor and b._requires_grad
-    if (a._requires_grad or b_grad) and GRAD_ENABLED and kernel.differentiable:
+    if (a._requires_grad or b_grad) and (_grad_on_in_all_threads or grad_mode.enabled) \
+            and kernel.differentiable:
         edge_a = edge_b = None
         if a._requires_grad:
             fn = a._grad_fn
@@ -304,6 +414,24 @@ def run2(op_name: str, a, b, **params):
         t._grad_fn = None
         t._requires_grad = False
     return t
+
+
+def _run_mixed_devices(op_name, inputs, params):
+    """Inputs on several devices: 0-dim cpu tensors act as scalars, as in PyTorch.
+
+    They are moved to the other inputs' device (a recorded copy, so their gradient comes
+    back to the cpu); any other mix of devices is an error. Off the hot path: only
+    reached once the devices differ.
+    """
+    devices = []
+    for x in inputs:
+        if isinstance(x, _Tensor) and x._device not in devices and not (x._device.type == "cpu" and x._data.ndim == 0):
+            devices.append(x._device)
+    if len(devices) > 1:
+        raise _device_mismatch(op_name, devices[0], devices[1])
+    target = devices[0]
+    moved = [x.to(target) if isinstance(x, _Tensor) and x._device is not target else x for x in inputs]
+    return run(op_name, *moved, **params)
 
 
 def attach(node: "Node", inputs) -> "Node":
@@ -491,15 +619,15 @@ def _deliver_to_leaf(leaf, grad, accumulate, capture_keys, captured):
         return
     if not accumulate:
         return
-    if leaf.grad is None:
+    if leaf._grad is None:
         # Own the array: the gradient buffer may be shared with other nodes' outputs.
         if grad.shape != leaf._data.shape:
             grad = leaf._device._xp.broadcast_to(grad, leaf._data.shape)
         if grad.dtype != leaf._data.dtype:
             grad = grad.astype(leaf._data.dtype)
-        leaf.grad = _make(grad.copy(), leaf._device, None, 0)
+        leaf._grad = _make(grad.copy(), leaf._device, None, 0)  # known good: skips the setter's checks
     else:
-        existing = leaf.grad
+        existing = leaf._grad
         existing._data = existing._data + grad
 
 

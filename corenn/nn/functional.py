@@ -227,8 +227,8 @@ def one_hot(tensor, num_classes=-1):
     xp = tensor._device._xp
     data = tensor._data
     if num_classes == -1:
-        num_classes = int(data.max()) + 1 if data.size else 0
-    if data.size and (data.min() < 0 or data.max() >= num_classes):
+        num_classes = data.max().item() + 1 if data.size else 0
+    if data.size and (data.min().item() < 0 or data.max().item() >= num_classes):
         raise RuntimeError("Class values must be non-negative and smaller than num_classes.")
     return Tensor._wrap((data[..., None] == xp.arange(num_classes)).astype(xp.int64), tensor._device)
 

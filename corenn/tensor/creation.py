@@ -36,11 +36,7 @@ def _place(device):
     if device is None:
         target = _tensor_module._CPU
     else:
-        target = dispatch.device(device)
-        if target.index is None:
-            backend = dispatch.get_backend(target.type)
-            if backend.default_index is not None:
-                target = dispatch.device(target.type, backend.default_index)
+        target = dispatch.resolve_device(device)
     return target, target._xp
 
 

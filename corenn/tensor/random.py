@@ -37,7 +37,13 @@ class Generator:
         backend = dispatch.get_backend(self.device.type)
         if backend.random_generator is None:
             raise RuntimeError(f"device {self.device} has no random number generator")
-        return backend.random_generator(seed)
+        rng = backend.random_generator(seed)
+        missing = [name for name in dispatch.RNG_METHODS if not callable(getattr(rng, name, None))]
+        if missing:
+            raise TypeError(f"the {self.device.type!r} backend's random_generator(seed) returned a "
+                            f"{type(rng).__name__} without {', '.join(missing)}: it must return an object with "
+                            f"the methods of corenn.dispatch.RNG_METHODS (numpy.random.Generator's signatures)")
+        return rng
 
     def manual_seed(self, seed) -> "Generator":
         seed = int(seed)
@@ -95,11 +101,31 @@ def _default_for(device) -> Generator:
 
 
 def _generator(device, generator):
+    """The RNG object to draw arrays for ``device`` with; on an indexed device its draws land on that index."""
     if generator is None:
-        return _default_for(device)._rng
-    if generator.device.type != device.type:
+        rng = _default_for(device)._rng
+    elif generator.device.type != device.type:
         raise RuntimeError(f"Expected a '{device.type}' device type for generator but found '{generator.device.type}'")
-    return generator._rng
+    else:
+        rng = generator._rng
+    return rng if device.index is None else _OnDevice(rng, device)
+
+
+class _OnDevice:
+    """An RNG object whose draws run under ``device``'s guard (the backend's current index)."""
+
+    __slots__ = ("_rng", "_device")
+
+    def __init__(self, rng, device):
+        self._rng, self._device = rng, device
+
+    def __getattr__(self, name):
+        method = getattr(self._rng, name)
+
+        def draw(*args, **kwargs):
+            with dispatch.device_guard(self._device):
+                return method(*args, **kwargs)
+        return draw
 
 
 def manual_seed(seed) -> Generator:
@@ -235,7 +261,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     from corenn.tensor.tensor import Tensor
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
-    target = dispatch.device(device) if device is not None else dispatch.device("cpu")
+    target = dispatch.resolve_device(device) if device is not None else dispatch.device("cpu")
     rng = _generator(target, generator)
     array = rng.permutation(int(n)).astype((dtype or _dtype.int64).numpy)
     return Tensor._wrap(_to_device(array, target), target)

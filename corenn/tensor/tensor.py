@@ -65,7 +65,7 @@ class Tensor:
     # Only what every op sets is a slot; rarely-set state has class-level defaults and lands in
     # the instance __dict__ when used, keeping tensor creation (once per op) cheap.
     __slots__ = ("_data", "_device", "_grad_fn", "_requires_grad", "_output_nr", "__weakref__", "__dict__")
-    grad = None
+    _grad = None
     _hooks = None
     _retains_grad = False
 
@@ -188,6 +188,26 @@ class Tensor:
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
         return self
+
+    @property
+    def grad(self):
+        """The gradient accumulated by ``backward`` (None until then).
+
+        Assigning checks what PyTorch checks: a Tensor or None, on this tensor's device,
+        of its shape and dtype (a ``(1,)`` gradient on a ``(1000,)`` parameter is an error,
+        not a broadcast at ``step()``).
+        """
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            _check_assigned_grad(self, value)
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
 
     @property
     def is_leaf(self) -> bool:
@@ -359,10 +379,8 @@ class Tensor:
         """
         target_device, target_dtype, copy = _parse_to_args(args, kwargs)
         from corenn.ops.movement import to_copy
-        if target_device is not None and target_device.index is None:
-            backend = dispatch.get_backend(target_device.type)
-            if backend.default_index is not None:
-                target_device = dispatch.device(target_device.type, backend.default_index)
+        if target_device is not None:
+            target_device = dispatch.resolve_device(target_device)
         same_device = target_device is None or target_device == self._device
         same_dtype = target_dtype is None or target_dtype is self.dtype
         if same_device and same_dtype and not copy:
@@ -466,11 +484,11 @@ class Tensor:
         # Pickled as host data (for worker processes and multiprocessing); the graph is not pickled.
         return (_rebuild_tensor, (type(self), self._host(), str(self._device), self._requires_grad,
                                   {k: v for k, v in self.__dict__.items()
-                                   if k not in ("grad", "_hooks", "_retains_grad")}))
+                                   if k not in ("_grad", "_hooks", "_retains_grad")}))
 
     # -- in-place updates --------------------------------------------------------------------
     def _check_inplace(self) -> None:
-        if self._requires_grad and self._grad_fn is None and _node.GRAD_ENABLED:
+        if self._requires_grad and self._grad_fn is None and _node.grad_mode.enabled:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
     def _inplace_from(self, result: "Tensor") -> "Tensor":
@@ -485,7 +503,7 @@ class Tensor:
             if result_dtype.category > own.category:
                 raise RuntimeError(f"result type {_TYPE_NAMES[result_dtype][:-6]} can't be cast to the desired "
                                    f"output type {_TYPE_NAMES[own][:-6]}")
-        if result._requires_grad and _node.GRAD_ENABLED:
+        if result._requires_grad and _node.grad_mode.enabled:
             self._check_inplace()
             if result._data.dtype != self._data.dtype:
                 result = result.to(self.dtype)
@@ -520,7 +538,7 @@ class Tensor:
             src = tensor(src)
         if src._device != self._device:
             src = src.to(self._device)
-        if src._requires_grad and _node.GRAD_ENABLED or (self._requires_grad and _node.GRAD_ENABLED
+        if src._requires_grad and _node.grad_mode.enabled or (self._requires_grad and _node.grad_mode.enabled
                                                          and self._grad_fn is not None):
             from corenn.ops.elementwise import add
             expanded = src.to(self.dtype).expand(self.shape)
@@ -531,7 +549,7 @@ class Tensor:
 
     def zero_(self) -> "Tensor":
         self._check_inplace()
-        if self._grad_fn is not None and _node.GRAD_ENABLED:
+        if self._grad_fn is not None and _node.grad_mode.enabled:
             return self._inplace_from(self * 0)
         self._data[...] = 0
         return self
@@ -540,7 +558,7 @@ class Tensor:
         self._check_inplace()
         if isinstance(value, Tensor):
             value = value.item()
-        if self._grad_fn is not None and _node.GRAD_ENABLED:
+        if self._grad_fn is not None and _node.grad_mode.enabled:
             return self._inplace_from(self * 0 + value)
         self._data[...] = value
         return self
@@ -669,22 +687,22 @@ class Tensor:
 
     # Fast in-place arithmetic: when nothing is recorded, update the array directly.
     def add_(self, other, *, alpha=1):
-        if _node.GRAD_ENABLED and (self._requires_grad or getattr(other, "_requires_grad", False)):
+        if _node.grad_mode.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)):
             return self._inplace_from(_ops.add(self, other, alpha=alpha))
         return self._ufunc_inplace("add", other, alpha)
 
     def sub_(self, other, *, alpha=1):
-        if _node.GRAD_ENABLED and (self._requires_grad or getattr(other, "_requires_grad", False)):
+        if _node.grad_mode.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)):
             return self._inplace_from(_ops.sub(self, other, alpha=alpha))
         return self._ufunc_inplace("subtract", other, alpha)
 
     def mul_(self, other):
-        if _node.GRAD_ENABLED and (self._requires_grad or getattr(other, "_requires_grad", False)):
+        if _node.grad_mode.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)):
             return self._inplace_from(_ops.mul(self, other))
         return self._ufunc_inplace("multiply", other, 1)
 
     def div_(self, other, *, rounding_mode=None):
-        if rounding_mode is not None or (_node.GRAD_ENABLED and (
+        if rounding_mode is not None or (_node.grad_mode.enabled and (
                 self._requires_grad or getattr(other, "_requires_grad", False))) or not self.dtype.is_floating_point:
             return self._inplace_from(_ops.div(self, other, rounding_mode=rounding_mode))
         return self._ufunc_inplace("true_divide", other, 1)
@@ -692,7 +710,9 @@ class Tensor:
     def _ufunc_inplace(self, name, other, alpha):
         if isinstance(other, Tensor):
             if other._device is not self._device:
-                raise _node._device_mismatch(name, self._device, other._device)
+                if other._device.type != "cpu" or other._data.ndim != 0:
+                    raise _node._device_mismatch(name, self._device, other._device)
+                other = other.to(self._device)  # a 0-dim cpu tensor acts as a scalar
             other_dtype = other.dtype
             other = other._data
         else:
@@ -779,6 +799,26 @@ def _rebuild_tensor(cls, host_array, device_str, requires_grad, state):
     t._requires_grad = requires_grad
     t.__dict__.update(state)
     return t
+
+
+def _check_assigned_grad(t: Tensor, grad) -> None:
+    """``t.grad = grad`` is allowed only for a tensor of t's device, shape and dtype (as PyTorch)."""
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(grad).__name__}")
+    if grad._device is not t._device:
+        if grad._device.type != t._device.type:
+            raise RuntimeError(f"attempting to assign a gradient with device type '{grad._device.type}' to a tensor "
+                               f"with device type '{t._device.type}'. Please ensure that the gradient and the tensor "
+                               "are on the same device")
+        raise RuntimeError(f"attempting to assign a gradient located on device with index '{grad._device.index}' to a "
+                           f"tensor located on device with index '{t._device.index}'. Please ensure that the "
+                           "gradient and the tensor are on the same device")
+    if grad._data.shape != t._data.shape:
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(grad._data.shape)}' to a tensor of size "
+                           f"'{list(t._data.shape)}'. Please ensure that the gradient and the tensor are the same size")
+    if grad._data.dtype != t._data.dtype:
+        raise RuntimeError(f"attempting to assign a gradient with dtype '{grad.dtype}' to a tensor with dtype "
+                           f"'{t.dtype}'. The gradient must match the tensor's dtype")
 
 
 def _normalize_dim(dim: int, ndim: int) -> int:
@@ -890,7 +930,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.clone().detach() or "
                       "sourceTensor.clone().detach().requires_grad_(True), rather than corenn.tensor(sourceTensor).",
                       UserWarning, stacklevel=2)
-    target_device = dispatch.device(device) if device is not None else _CPU
+    target_device = dispatch.resolve_device(device) if device is not None else _CPU
     host = _infer_array(data, None)
     if dtype is not None:
         if not isinstance(dtype, _dtype.dtype):
@@ -901,10 +941,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     if target_device is _CPU:
         array = np.array(host, copy=True)
     else:
-        backend = dispatch.get_backend(target_device.type)
-        array = backend.to_device(host, target_device.index)
-        if target_device.index is None and backend.default_index is not None:
-            target_device = dispatch.device(target_device.type, backend.default_index)
+        array = dispatch.get_backend(target_device.type).to_device(host, target_device.index)
     result = Tensor._wrap(array, target_device)
     if requires_grad:
         result.requires_grad_(True)
