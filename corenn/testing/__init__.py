@@ -1,11 +1,14 @@
 """Testing helpers for corenn and its plugins.
 
 - :func:`register_plugin` (context manager) and the pytest fixture ``corenn_plugin``
-  (from :mod:`corenn.testing.plugin`, loaded by pytest automatically through the
-  ``pytest11`` entry point): register a plugin object for one test, remove it after.
+  (from the top-level module ``_corenn_pytestplugin``, loaded by pytest automatically
+  through the ``pytest11`` entry point, which imports corenn only when a test uses the
+  fixture): register a plugin object for one test, remove it after.
 - the op-conformance kit, :mod:`corenn.testing.opcheck` (``check_op``,
   ``run_conformance``, ``opcheck_params``, ...): reruns the core's op checks against
-  whatever kernels are registered, so a plugin proves its kernels in one line.
+  whatever kernels are registered, on any device, comparing them with PyTorch, numpy
+  references and the core's own kernels on the host, so a plugin proves its kernels
+  in one line.
 
 Example::
 
@@ -20,10 +23,10 @@ import importlib
 
 from corenn.testing.plugin import register_plugin
 
-# The conformance kit's names, re-exported lazily: importing corenn.testing (which pytest does
-# for the fixture) must not pay for, or break on, the op table.
-_OPCHECK_NAMES = ("Float", "Index", "Mask", "OpCase", "CASES", "ConformanceError", "cases", "check_op",
-                  "opcheck_params", "run_conformance")
+# The conformance kit's names, re-exported lazily: importing corenn.testing (which the fixture
+# does) must not pay for, or break on, the op table.
+_OPCHECK_NAMES = ("Float", "Index", "Mask", "Special", "OpCase", "CASES", "EXEMPT", "ConformanceError", "cases",
+                  "check_op", "opcheck_params", "run_conformance", "uncovered_kernels")
 
 __all__ = ["register_plugin", "opcheck", *_OPCHECK_NAMES]
 
