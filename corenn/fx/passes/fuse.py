@@ -134,7 +134,7 @@ def fuse_conv_bn(model, inplace: bool = False) -> GraphModule:
 
         >>> model.eval()                                    # doctest: +SKIP
         >>> fused = fuse_conv_bn(model)                     # doctest: +SKIP
-        >>> corenn.testing.assert_close(fused(x), model(x), rtol=1e-5, atol=1e-5)   # doctest: +SKIP
+        >>> corenn.allclose(fused(x), model(x), rtol=1e-5, atol=1e-5)    # doctest: +SKIP
     """
     from corenn.fx.tracer import symbolic_trace
     if isinstance(model, GraphModule):
