@@ -53,11 +53,15 @@ def _kernel_lines(kernels: list[dict]) -> list[str]:
             names = sorted({k["op"] for k in kernels if k["overrides"]})
             lines.extend(textwrap.wrap("overriding: " + ", ".join(names), width=100, initial_indent="    ",
                                        subsequent_indent="      "))
-        return lines
-    lines = ["  kernels:"]
-    for k in kernels:
-        over = f", overrides {', '.join(k['overrides'])}" if k["overrides"] else ""
-        lines.append(f"    {k['op']} on {k['device_type']} (priority {k['priority']}{over})")
+    else:
+        lines = ["  kernels:"]
+        for k in kernels:
+            over = f", overrides {', '.join(k['overrides'])}" if k["overrides"] else ""
+            lines.append(f"    {k['op']} on {k['device_type']} (priority {k['priority']}{over})")
+    shadowed = [f"{k['op']} ({k['shadowed_by']})" for k in kernels if k.get("shadowed_by")]
+    if shadowed:  # registered but not what runs: say so, or the listing would claim kernels that never run
+        lines.extend(textwrap.wrap("not running, another kernel wins: " + ", ".join(shadowed), width=100,
+                                   initial_indent="    ", subsequent_indent="      "))
     return lines
 
 

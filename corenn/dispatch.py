@@ -21,7 +21,7 @@ import attrs
 from corenn.import_paths import install_hint
 
 __all__ = ["device", "Backend", "KernelRegistration", "backends", "kernels", "get_backend",
-           "available_devices", "known_device_providers", "resolve_device", "device_guard", "ARRAY_PROTOCOL",
+           "available_devices", "known_device_providers", "resolve_device", "device_guard", "ARRAY_PROTOCOL", "XP_NAMES",
            "RNG_METHODS"]
 
 
@@ -122,6 +122,34 @@ ARRAY_PROTOCOL = (
     "__iadd__", "__isub__", "__imul__", "__itruediv__",
 )
 
+#: What corenn uses of a backend's ``xp`` (``ctx.xp`` in kernels), each with numpy's meaning, taking and
+#: returning the backend's arrays: the core kernels and front ends call nothing else on it. A dotted
+#: name is an attribute path (``xp.add.at``, ``xp.linalg.qr``). Checked two ways by
+#: tests/test_device_protocol.py: every ``xp.<name>`` written in corenn's source, and every name the
+#: conformance kit and a training step ask the test-only ``strict`` device for, must be listed here.
+XP_NAMES = (
+    # constants and dtypes
+    "inf", "int8", "uint8", "int64", "float64", "finfo", "iinfo", "ndarray", "errstate",
+    # creation
+    "arange", "asarray", "ascontiguousarray", "empty", "eye", "full", "indices", "linspace", "ones",
+    "ones_like", "zeros", "zeros_like",
+    # shape and indexing
+    "broadcast_to", "concatenate", "copyto", "diagonal", "expand_dims", "flip", "moveaxis", "nonzero", "pad",
+    "put_along_axis", "roll", "split", "stack", "swapaxes", "take", "take_along_axis", "tile", "tril", "triu",
+    "unravel_index", "where", "lib.stride_tricks.as_strided",
+    # reductions, scans and sorting
+    "argsort", "cumprod", "cumsum", "sum", "unique",
+    # linear algebra
+    "einsum", "matmul", "outer", "tensordot", "linalg.qr",
+    # elementwise (ufuncs, with out= and casting=; add.at and multiply.at for scatter-adds)
+    "abs", "add", "add.at", "bitwise_and", "bitwise_or", "bitwise_xor", "ceil", "clip", "cos", "divide",
+    "equal", "exp", "exp2", "expm1", "floor", "floor_divide", "fmod", "greater", "greater_equal", "invert",
+    "isclose", "isfinite", "isinf", "isnan", "left_shift", "less", "less_equal", "log", "log10", "log1p",
+    "log2", "logaddexp", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
+    "multiply", "multiply.at", "nan_to_num", "negative", "not_equal", "remainder", "right_shift", "round",
+    "sign", "signbit", "sin", "sqrt", "subtract", "tan", "tanh", "trunc",
+)
+
 #: What ``Backend.random_generator(seed)`` must return: an object with these methods, each
 #: returning arrays of the backend (``xp.ndarray``) placed on the current device index, with
 #: numpy.random.Generator's signatures; and its state as ``rng.bit_generator.state`` (or
@@ -164,7 +192,9 @@ class Backend:
       draws (the RNG object draws onto the current index); the default does nothing.
     - ``random_generator(seed)``: an RNG object with the methods in ``RNG_METHODS``
       (numpy.random.Generator's signatures) drawing onto the current index, and a
-      read/write JSON-serialisable ``bit_generator.state`` (or ``state``).
+      read/write JSON-serialisable ``bit_generator.state`` (or ``state``). ``None`` (the
+      default): numpy draws on the host and ``to_device`` moves each result
+      (``corenn.tensor.random.HostDrawnGenerator``), correct everywhere but one transfer per draw.
     - ``numpy_compatible``: ``True`` if ``xp`` speaks the numpy API well enough for the
       core's ``"*"`` kernels. A backend with ``False`` gets only kernels registered for its
       own device type, and must register every op it supports.
@@ -252,6 +282,12 @@ class BackendRegistry:
             failed = plugins.status_of_device_provider(device_type)
             message += f" The {device_type!r} device is provided by the plugin {provider}" + (
                 f"; {failed}" if failed else ", which is not installed") + "."
+        else:
+            # A third-party device: its plugin may be installed but broken; name those, they are the likely cause.
+            inactive = [f"{r.name} ({r.status}: {r.reason})" for r in plugins.list_plugins()
+                        if r.status in ("failed", "unavailable")]
+            if inactive:
+                message += f" Plugins installed but not loaded: {'; '.join(inactive)}."
         raise RuntimeError(message)
 
     def __iter__(self):
@@ -267,6 +303,7 @@ class KernelRegistry:
     def __init__(self):
         self._registrations: dict[str, list[KernelRegistration]] = {}
         self._resolved: dict[str, dict[str, Any]] = {}
+        self._disabled_sources: set[str] = set()  # kept in place, skipped at dispatch
 
     def register(self, registration: KernelRegistration) -> None:
         entries = self._registrations.setdefault(registration.op, [])
@@ -278,7 +315,24 @@ class KernelRegistry:
     def unregister_source(self, source: str) -> None:
         for op, entries in self._registrations.items():
             entries[:] = [r for r in entries if r.source != source]
+        self._disabled_sources.discard(source)
         self._resolved.clear()
+
+    def set_source_enabled(self, source: str, enabled: bool) -> None:
+        """Skip ``source``'s registrations at dispatch (``enabled=False``), or use them again.
+
+        They keep their place among equal priorities, so turning a plugin off and on
+        (``corenn.plugins.disable`` / ``enable``) gives back the kernels that ran before.
+        """
+        if enabled:
+            self._disabled_sources.discard(source)
+        else:
+            self._disabled_sources.add(source)
+        self._resolved.clear()
+
+    def is_source_enabled(self, source: str) -> bool:
+        """False while ``source``'s registrations are skipped (see :meth:`set_source_enabled`)."""
+        return source not in self._disabled_sources
 
     def registrations(self, op: str | None = None) -> list[KernelRegistration]:
         if op is not None:
@@ -293,9 +347,10 @@ class KernelRegistry:
             backend = backends._backends.get(device_type)
             # A backend whose arrays don't speak numpy declines the "*" kernels: only its own run.
             shared = "*" if backend is None or backend.numpy_compatible else device_type
+            disabled = self._disabled_sources
             for op, entries in self._registrations.items():
                 for r in entries:
-                    if r.device_type == device_type or r.device_type == shared:
+                    if (r.device_type == device_type or r.device_type == shared) and r.source not in disabled:
                         table[op] = r.kernel
                         break
             self._resolved[device_type] = table
@@ -308,8 +363,10 @@ class KernelRegistry:
             raise NotImplementedError(f"no kernel for op {op!r} on device type {device_type!r}") from None
 
     def source_of(self, op: str, device_type: str) -> str:
+        """The source (plugin name, or ``"core"``) of the kernel that runs ``op`` on ``device_type``."""
+        kernel = self.table(device_type).get(op)
         for r in self._registrations.get(op, ()):
-            if r.device_type in (device_type, "*"):
+            if r.kernel is kernel and r.source not in self._disabled_sources:
                 return r.source
         return "none"
 

@@ -132,8 +132,15 @@ def _kernel_summary(registration, active: bool = True) -> dict:
     overrides = sorted({r.source for r in dispatch.kernels.registrations(registration.op)
                         if r.source != registration.source and r.priority < registration.priority
                         and (registration.device_type in (r.device_type, "*") or r.device_type == "*")}) if active else []
+    # Which kernel really runs: another plugin's may win (a higher priority, or an earlier one at the same priority).
+    device_type = "cpu" if registration.device_type == "*" else registration.device_type
+    shadowed_by = None
+    if active and device_type in dispatch.backends:
+        runs = dispatch.kernels.source_of(registration.op, device_type)
+        if runs != registration.source:
+            shadowed_by = runs
     return {"op": registration.op, "device_type": registration.device_type, "priority": registration.priority,
-            "overrides": overrides}
+            "overrides": overrides, "shadowed_by": shadowed_by}
 
 
 manager = pluggy.PluginManager("corenn")
@@ -409,16 +416,20 @@ def _check_device_types(registrations) -> None:
 
 _disable_when_active: dict[int, tuple[Any, str | None]] = {}  # plugins that asked to start disabled
 _parked_process_group_backends: dict[str, dict[str, Callable]] = {}  # what disabled plugins' pg names map to
+_disabled_sources: set[str] = set()  # plugins turned off by disable(): their FX rules and state handlers are skipped
 
 
 def _withdraw(record: PluginRecord, reason: str) -> None:
-    """Take ``record``'s contributions out of the live registries, keeping them on the record for :func:`enable`."""
-    dispatch.kernels.unregister_source(record.name)
+    """Stop using ``record``'s contributions; kernels, FX rules and state handlers keep their place for :func:`enable`.
+
+    (Keeping their place matters: among equal priorities the earlier registration wins,
+    so re-registering on enable would hand a tie to another plugin.)
+    """
+    dispatch.kernels.set_source_enabled(record.name, False)
+    _disabled_sources.add(record.name)
     _parked_process_group_backends[record.name] = {
         pg_name: _process_group_backends.pop(pg_name)[0] for pg_name in record.process_group_backends
         if pg_name in _process_group_backends}
-    _fx_rules[:] = [(r, source) for r, source in _fx_rules if source != record.name]
-    _state_handlers[:] = [(h, source) for h, source in _state_handlers if source != record.name]
     for observer in record.op_observers:
         _remove_observer(observer)
     record.status, record.reason = "disabled", reason
@@ -426,12 +437,10 @@ def _withdraw(record: PluginRecord, reason: str) -> None:
 
 
 def _restore(record: PluginRecord) -> None:
-    for registration in record.kernels:
-        dispatch.kernels.register(registration)
+    dispatch.kernels.set_source_enabled(record.name, True)
+    _disabled_sources.discard(record.name)
     for pg_name, factory in _parked_process_group_backends.pop(record.name, {}).items():
         _process_group_backends[pg_name] = (factory, record.name)
-    _fx_rules.extend((rule, record.name) for rule in record.fx_leaf_rules)
-    _state_handlers.extend((handler, record.name) for handler in record.state_handlers)
     dispatch.observers.extend(record.op_observers)
     record.status, record.reason = "active", None
     _trace(f"plugin {record.name} enabled")
@@ -549,6 +558,7 @@ def _undo(plugin, record: PluginRecord) -> None:
         _process_group_backends.pop(pg_name, None)
     _fx_rules[:] = [(r, source) for r, source in _fx_rules if source != record.name]
     _state_handlers[:] = [(h, source) for h, source in _state_handlers if source != record.name]
+    _disabled_sources.discard(record.name)
     for observer in record.op_observers:
         _remove_observer(observer)
     import_paths._remove(record.import_paths, record.name)
@@ -843,7 +853,7 @@ def fx_leaf_module_rules() -> list[Callable[[Any, str], bool | None]]:
 
         >>> any(rule(module, "encoder.attn") for rule in corenn.plugins.fx_leaf_module_rules())  # doctest: +SKIP
     """
-    return [rule for rule, _ in _fx_rules]
+    return [rule for rule, source in _fx_rules if source not in _disabled_sources]
 
 
 def module_state_handlers() -> list[Any]:
@@ -860,7 +870,7 @@ def module_state_handlers() -> list[Any]:
             if post is not None:
                 post(module, destination, prefix)
     """
-    return [handler for handler, _ in _state_handlers]
+    return [handler for handler, source in _state_handlers if source not in _disabled_sources]
 
 
 def process_group_backends() -> dict[str, Callable]:

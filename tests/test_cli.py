@@ -76,7 +76,8 @@ def test_plugins_json_is_complete_and_parses(site):
                    "reason": None, "builtin": False, "entry_point": "corenn_toy",
                    "hooks": ["corenn_info_lines", "corenn_register_backends", "corenn_register_kernels"],
                    "devices": ["toy"],
-                   "kernels": [{"op": "relu", "device_type": "toy", "priority": 10, "overrides": ["corenn.ops"]}],
+                   "kernels": [{"op": "relu", "device_type": "toy", "priority": 10, "overrides": ["corenn.ops"],
+                                "shadowed_by": None}],
                    "process_group_backends": [], "fx_leaf_rules": 0, "module_state_handlers": 0, "op_observers": 0,
                    "import_paths": {}}
     assert by_name["accel"]["status"] == "unavailable"

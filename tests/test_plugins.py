@@ -158,7 +158,7 @@ def test_corenn_register_kernels_priority_override_and_removal(corenn_plugin):
         assert out.tolist() == [0.0, 2.0]
         assert gradcheck(corenn.relu, (corenn.tensor([-1.5, 0.7, 2.0], dtype=corenn.float64, requires_grad=True),))
         assert record.to_dict()["kernels"] == [{"op": "relu", "device_type": "cpu", "priority": 10,
-                                                "overrides": ["corenn.ops"]}]
+                                                "overrides": ["corenn.ops"], "shadowed_by": None}]
     calls = CountingRelu.calls
     corenn.relu(x)
     assert CountingRelu.calls == calls  # the core kernel is back
@@ -603,7 +603,7 @@ def test_list_plugins_includes_runtime_plugins_with_their_contributions(corenn_p
     assert listed["toyplug"]["devices"] == ["toy"]
     assert listed["toyplug"]["hooks"] == ["corenn_info_lines", "corenn_register_backends"]
     assert listed["toykernels"]["kernels"] == [{"op": "relu", "device_type": "toy", "priority": 3,
-                                                "overrides": ["corenn.ops"]}]
+                                                "overrides": ["corenn.ops"], "shadowed_by": None}]
     assert listed["toyplug"]["distribution"] is None and listed["toyplug"]["status"] == "active"
 
 
@@ -643,3 +643,14 @@ def test_list_plugins_names_a_plugin_installed_after_import(monkeypatch):
     assert late.status == "disabled"
     assert late.reason == "installed after corenn was imported (restart Python to load it)"
     assert "late" not in plugins.records
+
+
+def test_an_unknown_device_names_the_plugins_that_failed_to_load(corenn_plugin):
+    class BrokenDevice:
+        @corenn.hookimpl
+        def corenn_register_backends(self):
+            raise corenn.plugins.PluginUnavailable("no mydev card in this machine")
+    corenn_plugin(BrokenDevice(), name="corenn-mydev", allow_failure=True)
+    with pytest.raises(RuntimeError, match=r"unknown device type 'mydev'; available devices: cpu\. Plugins installed "
+                                           r"but not loaded: corenn-mydev \(unavailable: no mydev card"):
+        corenn.ones(1, device="mydev")

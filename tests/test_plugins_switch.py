@@ -218,3 +218,32 @@ def test_known_device_types_and_a_backend_registered_with_its_kernels_are_accept
 
     with register_plugin(DeviceWithKernels(), name="ownkernels") as record:
         assert record.status == "active" and record.devices == ["ownkernels"]
+
+
+def _relu_plugin(kernel, priority):
+    class Plugin:
+        @corenn.hookimpl
+        def corenn_register_kernels(self):
+            return [KernelRegistration("relu", "cpu", kernel, priority=priority)]
+    return Plugin()
+
+
+def test_disable_and_enable_give_back_the_kernel_that_ran_before(capsys):
+    """Two plugins tie on priority: the first registered runs, before and after the other is switched off and on."""
+    first = type("FirstRelu", (CountingRelu,), {})
+    second = type("SecondRelu", (CountingRelu,), {})
+    with register_plugin(_relu_plugin(first, 50), name="first"), \
+            register_plugin(_relu_plugin(second, 50), name="second"):
+        assert dispatch.kernels.lookup("relu", "cpu") is first
+        with plugins.disabled("first"):
+            assert dispatch.kernels.lookup("relu", "cpu") is second
+        assert dispatch.kernels.lookup("relu", "cpu") is first  # not handed to "second" by re-registering
+        assert dispatch.kernels.source_of("relu", "cpu") == "first"
+
+        # The listing says which registered kernel does not run, and which one does instead.
+        listed = {r.name: r.to_dict() for r in plugins.list_plugins()}
+        assert listed["first"]["kernels"][0]["shadowed_by"] is None
+        assert listed["second"]["kernels"][0]["shadowed_by"] == "first"
+        from corenn.__main__ import main
+        assert main(["plugins"]) == 0
+        assert "not running, another kernel wins: relu (first)" in capsys.readouterr().out

@@ -90,7 +90,8 @@ def test_pip_installed_plugin_is_discovered_listed_and_its_device_works(venv):
     toy = plugins["toy"]
     assert (toy["status"], toy["distribution"], toy["version"]) == ("active", "corenn-toy", "1.2.3")
     assert toy["devices"] == ["toy"]
-    assert toy["kernels"] == [{"op": "relu", "device_type": "toy", "priority": 10, "overrides": ["corenn.ops"]}]
+    assert toy["kernels"] == [{"op": "relu", "device_type": "toy", "priority": 10, "overrides": ["corenn.ops"],
+                               "shadowed_by": None}]
 
     used = in_venv(venv, "-c", textwrap.dedent("""
         import corenn, corenn_toy
