@@ -205,17 +205,23 @@ def _normal(name: str | None) -> str | None:
     return name.lower().replace("_", "-") if name else name
 
 
-def _not_installed(name: str, distribution: str, folder: str) -> ModuleNotFoundError:
+def _why_missing(distribution: str, folder: str) -> str:
+    """Why ``distribution``'s paths don't import: not installed (and how to get it), or its status and reason."""
     from corenn import plugins
-    why = f"the plugin {distribution}, which is not installed ({install_hint(folder)})"
     for record in plugins.list_plugins():
         if _normal(distribution) in (_normal(record.distribution), _normal(record.name)):
             if record.status == "active":
-                why = f"the plugin {distribution}, which is active but does not register this path"
-            else:
-                why = f"the plugin {distribution}, which is installed but {record.status}: {record.reason}"
-            break
-    return ModuleNotFoundError(f"No module named {name!r}: it is provided by {why}", name=name)
+                return f"the plugin {distribution}, which is active but does not register this path"
+            return f"the plugin {distribution}, which is installed but {record.status}: {record.reason}"
+    return f"the plugin {distribution}, which is not installed ({install_hint(folder)})"
+
+
+def _not_installed(name: str, distribution: str, folder: str) -> ModuleNotFoundError:
+    # ``name`` is the plugin's package, which is what is missing. (Were it ``name``, the
+    # ``from corenn.nn.utils import prune`` spelling would swallow this error, as the import
+    # system does for a submodule that does not exist, and say only "cannot import name".)
+    return ModuleNotFoundError(f"No module named {name!r}: it is provided by {_why_missing(distribution, folder)}",
+                               name=distribution.replace("-", "_"))
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -294,5 +300,5 @@ def module_getattr(package: str, name: str):
     hint = ""
     provider = _known_provider(full)
     if provider is not None:
-        hint = f" ({full} is provided by the plugin {provider[0]}, which is not active)"
+        hint = f" ({full} is provided by {_why_missing(*provider)})"
     raise AttributeError(f"module {package!r} has no attribute {name!r}{hint}")

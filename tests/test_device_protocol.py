@@ -219,3 +219,40 @@ def test_a_0_dim_cpu_tensor_acts_as_a_scalar_next_to_a_device_tensor(strict_devi
         corenn.ones(2) + corenn.tensor(1.0, device="strict")  # only *cpu* 0-dim tensors are scalars
     with pytest.raises(RuntimeError, match="strict:1 and strict:0"):
         x + corenn.ones(2, device="strict:0")
+
+
+def test_xp_names_list_everything_corenn_uses_of_xp(strict_device):
+    """``corenn.dispatch.XP_NAMES`` (and the docs' copy of it) is what corenn really uses of a backend's ``xp``."""
+    import pathlib
+    listed = set(dispatch.XP_NAMES)
+    root = pathlib.Path(corenn.__file__).parent
+    written = {match.rstrip(".") for path in root.rglob("*.py")
+               for match in re.findall(r"\bxp\.([a-z_][a-z_0-9.]*)", path.read_text())}
+    assert written <= listed, f"xp names used in corenn's source but not in XP_NAMES: {sorted(written - listed)}"
+
+    # Names reached through getattr(xp, name) show only at run time: ask the strict device, whose xp records them.
+    from corenn.testing.opcheck import run_conformance
+    import corenn.nn as nn
+    import corenn.nn.functional as F
+    run_conformance(device="strict")
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(18, 3)).to("strict")
+    optimizer = corenn.optim.Adam(model.parameters())
+    x, y = corenn.randn(4, 1, 8, 8, device="strict"), corenn.randint(0, 3, (4,), device="strict")
+    F.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    asked = {name for name in strict_device.XP_USED if name not in ("lib", "lib.stride_tricks")}
+    assert asked <= listed, f"xp names corenn asked the strict device for but XP_NAMES lacks: {sorted(asked - listed)}"
+
+    doc = open("docs/writing-plugins.md").read()
+    section = doc[doc.index("**`xp`.**"):doc.index("**`numpy_compatible`.**")]
+    assert [name for name in dispatch.XP_NAMES if f"`{name}`" not in section] == []
+
+
+def test_manual_seed_after_a_device_plugin_is_removed():
+    """A removed device's default generator is dropped, not re-seeded (which would look its backend up)."""
+    import strict_device
+    from corenn.testing import register_plugin
+    with register_plugin(strict_device.StrictPlugin(), name="strict"):
+        corenn.randn(2, device="strict")
+    corenn.manual_seed(0)
+    assert corenn.initial_seed() == 0

@@ -151,6 +151,23 @@ def test_without_the_plugin_a_known_path_names_the_distribution_to_install(path)
     assert not hasattr(corenn, "ao") and not hasattr(corenn, "profiler")  # hasattr still answers False
 
 
+@pytest.mark.parametrize("statement, distribution", [
+    ("from corenn.nn.utils import prune", "corenn-prune"),
+    ("from corenn import profiler", "corenn-profiler"),
+    ("from corenn.nn.utils import parametrizations", "corenn-parametrize"),
+    ("from corenn.ao.quantization import quantize_dynamic", "corenn-quantize"),
+])
+def test_the_from_import_spelling_names_the_plugin_too(statement, distribution):
+    """``from package import name`` must not swallow the hint into "cannot import name" (PyTorch code's usual form)."""
+    with pytest.raises(ModuleNotFoundError, match=f"provided by the plugin {distribution}, which is not installed"):
+        exec(statement, {})
+
+
+def test_attribute_access_without_the_plugin_says_it_is_not_installed():
+    with pytest.raises(AttributeError, match="provided by the plugin corenn-prune, which is not installed"):
+        corenn.nn.utils.prune  # noqa: B018
+
+
 def test_a_path_below_a_known_one_names_the_same_plugin():
     with pytest.raises(ModuleNotFoundError, match="corenn-quantize"):
         import corenn.ao.quantization.quantize_fx as _  # noqa: F401

@@ -19,6 +19,50 @@ __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_see
 _DEFAULT_SEED = 67280421310721  # PyTorch's default CPU seed, so initial_seed() reads the same
 
 
+class HostDrawnGenerator:
+    """The RNG of a backend without ``random_generator``: numpy draws on the host, ``to_device`` moves the result.
+
+    Correct on any backend, and as reproducible as the cpu's, at the cost of one
+    transfer per draw; a backend with an RNG of its own passes ``random_generator``.
+    The result lands on the backend's current index (``corenn`` draws inside
+    ``device_guard``).
+
+    Example::
+
+        >>> rng = HostDrawnGenerator(0, dispatch.get_backend("cpu"))
+        >>> rng.random((2,)).shape
+        (2,)
+    """
+
+    def __init__(self, seed, backend):
+        self._rng = np.random.default_rng(seed)
+        self._backend = backend
+        self.bit_generator = self._rng.bit_generator  # the state corenn reads, sets and saves
+
+    def _move(self, drawn):
+        return self._backend.to_device(np.asarray(drawn), self._backend.current_index())
+
+    def random(self, *args, **kwargs):
+        return self._move(self._rng.random(*args, **kwargs))
+
+    def standard_normal(self, *args, **kwargs):
+        return self._move(self._rng.standard_normal(*args, **kwargs))
+
+    def standard_exponential(self, *args, **kwargs):
+        return self._move(self._rng.standard_exponential(*args, **kwargs))
+
+    def integers(self, *args, **kwargs):
+        return self._move(self._rng.integers(*args, **kwargs))
+
+    def permutation(self, *args, **kwargs):
+        return self._move(self._rng.permutation(*args, **kwargs))
+
+    def poisson(self, lam, *args, **kwargs):
+        if not isinstance(lam, np.ndarray) and hasattr(lam, "shape"):
+            lam = self._backend.to_host(lam)  # rates computed on the device
+        return self._move(self._rng.poisson(lam, *args, **kwargs))
+
+
 class Generator:
     """A random-number stream for one device (mirrors ``torch.Generator``).
 
@@ -36,7 +80,7 @@ class Generator:
     def _make(self, seed):
         backend = dispatch.get_backend(self.device.type)
         if backend.random_generator is None:
-            raise RuntimeError(f"device {self.device} has no random number generator")
+            return HostDrawnGenerator(seed, backend)
         rng = backend.random_generator(seed)
         missing = [name for name in dispatch.RNG_METHODS if not callable(getattr(rng, name, None))]
         if missing:
@@ -128,17 +172,24 @@ class _OnDevice:
         return draw
 
 
+def _live_device_generators() -> list:
+    """The default generators of devices whose backend is still registered (a plugin may have been removed)."""
+    for key in [key for key in _device_generators if key[0] not in dispatch.backends]:
+        del _device_generators[key]
+    return list(_device_generators.values())
+
+
 def manual_seed(seed) -> Generator:
     """Seed every device's default generator; returns the CPU one (``torch.manual_seed``)."""
     gen = _default_for(dispatch.device("cpu")).manual_seed(seed)
-    for other in _device_generators.values():
+    for other in _live_device_generators():
         other.manual_seed(seed)
     return gen
 
 
 def seed() -> int:
     new_seed = _default_for(dispatch.device("cpu")).seed()
-    for other in _device_generators.values():
+    for other in _live_device_generators():
         other.manual_seed(new_seed)
     return new_seed
 

@@ -190,9 +190,10 @@ class _Namespace:
 
     ndarray = StrictArray
 
-    def __init__(self, module, name, index=None):
+    def __init__(self, module, name, index=None, path=""):
         self._module = module
         self._index = index
+        self._path = path  # "linalg." for xp.linalg: names are recorded in XP_USED from the root
         self.__name__ = name
 
     def __call__(self, *args, **kwargs):
@@ -200,10 +201,9 @@ class _Namespace:
 
     def __getattr__(self, name):
         attribute = getattr(self._module, name)
-        if isinstance(attribute, types.ModuleType):  # xp.linalg, xp.lib.stride_tricks
-            wrapped = _Namespace(attribute, f"{self.__name__}.{name}", self._index)
-        elif isinstance(attribute, np.ufunc):  # xp.add(a, b) and xp.add.at(a, index, b)
-            wrapped = _Namespace(attribute, f"{self.__name__}.{name}", self._index)
+        XP_USED.add(self._path + name)
+        if isinstance(attribute, (types.ModuleType, np.ufunc)):  # xp.linalg.qr, xp.add(a, b) and xp.add.at(...)
+            wrapped = _Namespace(attribute, f"{self.__name__}.{name}", self._index, f"{self._path}{name}.")
         elif callable(attribute) and not isinstance(attribute, type):
             wrapped = functools.wraps(attribute)(functools.partial(_call, attribute, index=self._index))
         else:
@@ -211,6 +211,10 @@ class _Namespace:
         setattr(self, name, wrapped)
         return wrapped
 
+
+#: Every ``xp`` name corenn has asked this device for (``"add"``, ``"add.at"``, ``"linalg.qr"``): the
+#: test of ``corenn.dispatch.XP_NAMES`` compares it with the documented list.
+XP_USED: set = set()
 
 xp = _Namespace(np, "strict_xp")
 
