@@ -271,7 +271,7 @@ class BackendRegistry:
             return backend
         from corenn import plugins
 
-        if plugins.ensure_loaded():  # the first call may load plugins that bring this device
+        if plugins.ensure_loaded() or plugins.finish_pending():  # plugins that may bring this device
             backend = self._backends.get(device_type)
             if backend is not None:
                 return backend
@@ -318,6 +318,10 @@ class KernelRegistry:
         self._disabled_sources.discard(source)
         self._resolved.clear()
 
+    def invalidate(self) -> None:
+        """Forget the resolved tables: the next lookup of each device type rebuilds its table."""
+        self._resolved.clear()
+
     def set_source_enabled(self, source: str, enabled: bool) -> None:
         """Skip ``source``'s registrations at dispatch (``enabled=False``), or use them again.
 
@@ -343,6 +347,8 @@ class KernelRegistry:
         """``op -> kernel`` for one device type (cached; rebuilt after any registration)."""
         table = self._resolved.get(device_type)
         if table is None:
+            if finish_pending_plugins is not None:
+                finish_pending_plugins()  # may register kernels; while any plugin waits, nothing is cached
             table = {}
             backend = backends._backends.get(device_type)
             # A backend whose arrays don't speak numpy declines the "*" kernels: only its own run.
@@ -353,7 +359,8 @@ class KernelRegistry:
                     if (r.device_type == device_type or r.device_type == shared) and r.source not in disabled:
                         table[op] = r.kernel
                         break
-            self._resolved[device_type] = table
+            if finish_pending_plugins is None:
+                self._resolved[device_type] = table
         return table
 
     def lookup(self, op: str, device_type: str):
@@ -373,6 +380,10 @@ class KernelRegistry:
 
 backends = BackendRegistry()
 kernels = KernelRegistry()
+
+# Set by corenn.plugins while a plugin waits for its own module to finish importing (its
+# ``finish_pending``); None otherwise, so a table lookup pays one test.
+finish_pending_plugins: Callable[[], bool] | None = None
 
 
 def get_backend(device_type: str) -> Backend:

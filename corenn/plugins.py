@@ -31,6 +31,7 @@ import difflib
 import os
 import sys
 import traceback
+import types
 import warnings
 from typing import Any, Callable, Iterable
 
@@ -40,7 +41,7 @@ import pluggy
 from corenn import dispatch, hookspecs, import_paths
 
 __all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginError", "PluginWarning", "PluginRecord",
-           "records", "load_builtins", "ensure_loaded", "installed_entry_points", "list_plugins", "info_lines",
+           "records", "load_builtins", "ensure_loaded", "finish_pending", "installed_entry_points", "list_plugins", "info_lines",
            "fx_leaf_module_rules", "module_state_handlers",
            "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing", "disable", "enable",
            "disabled"]
@@ -87,9 +88,10 @@ class PluginWarning(UserWarning):
 class PluginRecord:
     """What is known about one plugin: where it came from, how loading went and what it contributed.
 
-    ``status`` is ``active``, ``unavailable``, ``failed`` or ``disabled`` (installed
+    ``status`` is ``active``, ``unavailable``, ``failed``, ``disabled`` (installed
     but not loaded because of ``CORENN_DISABLE_PLUGIN_AUTOLOAD`` / ``CORENN_PLUGINS``,
-    or loaded and turned off by :func:`disable`); ``reason`` says why for the last three.
+    or loaded and turned off by :func:`disable`) or ``pending`` (its module was still
+    being imported, see :func:`finish_pending`); ``reason`` says why for all but ``active``.
 
     Example::
 
@@ -482,8 +484,9 @@ def disable(plugin, *, reason: str | None = None) -> PluginRecord | None:
         corenn.plugins.enable("numba")
     """
     record = _record_of(plugin)
-    if record is None:
-        if not isinstance(plugin, str) and _loading:
+    if record is None or record.status == "pending":
+        being_loaded = _loading or any(pending is plugin for pending, _ in _pending.values())
+        if not isinstance(plugin, str) and being_loaded:
             _disable_when_active[id(plugin)] = (plugin, reason)
             return None
         raise _no_record(plugin)
@@ -672,6 +675,11 @@ def _load_entry_points() -> None:
         except Exception as error:
             _fail(record, f"import failed: {_describe(error)}")
             continue
+        if _still_importing(plugin):
+            # The user imported the plugin first, and it imported corenn before defining its hooks:
+            # registering this half-made module would register nothing. Wait for it to finish.
+            _defer(plugin, record)
+            continue
         if _phase_register(plugin, record):
             loaded.append((plugin, record))
     loaded = [(plugin, record) for plugin, record in loaded if _phase_check(plugin, record)]
@@ -687,6 +695,61 @@ def _load_entry_points() -> None:
         if message:
             _undo(plugin, record)
             _fail(record, message)
+
+
+# -- plugins whose module was still being imported when corenn loaded them -----------------------------------------
+
+_pending: dict[str, tuple[Any, PluginRecord]] = {}
+_finishing = False
+
+
+def _still_importing(plugin) -> bool:
+    """True for a module whose own import is still running (``import my_plugin`` -> ``import corenn`` -> here)."""
+    spec = getattr(plugin, "__spec__", None) if isinstance(plugin, types.ModuleType) else None
+    return bool(getattr(spec, "_initializing", False))  # set by importlib while the module's code runs
+
+
+def _defer(plugin, record: PluginRecord) -> None:
+    record.status = "pending"
+    record.reason = ("its module was still being imported when corenn loaded it; it registers when that import "
+                     "has finished, at the next kernel or device lookup")
+    _pending[record.name] = (plugin, record)
+    dispatch.finish_pending_plugins = finish_pending
+    dispatch.kernels.invalidate()  # the next lookup asks finish_pending first
+    _trace(f"plugin {record.name}: {record.reason}")
+
+
+def finish_pending() -> bool:
+    """Register the plugins that were still being imported when corenn loaded them, once their import is done.
+
+    A program that imports a plugin module before corenn (``import corenn_numba``)
+    makes that module import corenn before it has defined its hooks; its record
+    says ``pending`` until then. The dispatcher calls this before it builds a
+    kernel table or reports an unknown device, and :func:`list_plugins` before it
+    lists, so the plugin takes part from the first op after its import. Returns
+    True if a plugin was registered (or failed) now.
+
+    Example::
+
+        >>> corenn.plugins.finish_pending()   # nothing is pending after a plain ``import corenn``
+        False
+    """
+    global _finishing
+    if _finishing or not _pending:
+        return False
+    _finishing = True
+    try:
+        done = [name for name, (plugin, _) in _pending.items() if not _still_importing(plugin)]
+        for name in done:
+            plugin, record = _pending.pop(name)
+            record.status, record.reason = "active", None
+            if _phase_register(plugin, record) and _phase_check(plugin, record):
+                _phase_activate(plugin, record)
+    finally:
+        _finishing = False
+        if not _pending:
+            dispatch.finish_pending_plugins = None
+    return bool(done)
 
 
 def ensure_loaded() -> bool:
@@ -806,6 +869,7 @@ def list_plugins(*, include_disabled: bool = True) -> list[PluginRecord]:
         [('corenn.backends.cpu', 'active')]
     """
     ensure_loaded()
+    finish_pending()
     result = list(records.values())
     if include_disabled:
         if _env_flag(ENV_DISABLE_AUTOLOAD):

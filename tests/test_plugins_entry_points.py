@@ -329,3 +329,36 @@ def test_kernels_may_name_a_device_another_plugin_of_the_batch_provides(tmp_path
     assert found["records"]["typo"][0] == "failed"
     assert "device type 'nosuchdevice', which no backend provides" in found["records"]["typo"][3]
     assert any("corenn plugin 'typo' (distribution corenn-typo) failed" in w for w in found["warnings"])
+
+
+def test_a_plugin_imported_before_corenn_registers_once_its_import_is_done(site):
+    """``import corenn_toy`` first: it imports corenn, which loads it half-made; it must still register in full."""
+    result = run_python("""
+        import corenn_toy            # its first line imports corenn, which loads the entry point 'toy'
+        import corenn
+        record = corenn.plugins.records["toy"]
+        x = corenn.tensor([-1.0, 2.0], device="toy")
+        assert record.status == "active", (record.status, record.reason)
+        assert x.relu().tolist() == [0.0, 2.0] and corenn_toy.ToyRelu.calls == 1
+        assert record.hooks == ["corenn_info_lines", "corenn_register_backends", "corenn_register_kernels"]
+        print("ok")
+    """, site, CORENN_PLUGINS="toy")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_a_pending_plugin_is_listed_as_pending_while_its_import_runs(tmp_path):
+    write_distribution(tmp_path, "corenn-slow", "1.0", {"slow": "corenn_slow"}, {"corenn_slow/__init__.py": '''
+        import corenn
+        SEEN = corenn.plugins.records["slow"].status, corenn.plugins.records["slow"].reason
+
+        @corenn.hookimpl
+        def corenn_info_lines():
+            return ["slow: here"]
+    '''})
+    result = run_python("""
+        import corenn_slow, corenn
+        print(corenn_slow.SEEN[0], "|", corenn.plugins.records["slow"].status if corenn.plugins.list_plugins() else "")
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "pending | active"

@@ -20,12 +20,9 @@ import importlib
 import os
 import sys
 
-import pluggy
-
+import corenn
+from corenn import hookimpl
 from corenn_numba import _malloc
-
-# corenn.hookimpl, made here: the hooks must exist before this module imports corenn (see the end).
-hookimpl = pluggy.HookimplMarker("corenn")
 
 __version__ = "0.1.0"
 PRIORITY = 10
@@ -47,6 +44,7 @@ def _registrations() -> list:
 
 def _name() -> str:
     """The name the loader knows this plugin by (the entry point's, ``numba``); RuntimeError if none."""
+    corenn.plugins.finish_pending()
     this = sys.modules[__name__]
     for record in corenn.plugins.records.values():
         if record.plugin is this:
@@ -84,6 +82,7 @@ def is_enabled() -> bool:
 
     Example: ``corenn_numba.is_enabled()`` is False under ``CORENN_NUMBA_DISABLE=1``.
     """
+    corenn.plugins.finish_pending()  # imported before corenn: registered once this module's import was done
     this = sys.modules[__name__]
     return any(record.plugin is this and record.status == "active" for record in corenn.plugins.records.values())
 
@@ -112,10 +111,6 @@ def corenn_info_lines():
     return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; "
             f"cache: {numba.config.CACHE_DIR or 'next to the sources'}; {allocator}"]
 
-
-# Last: when a program imports corenn_numba before corenn, this import loads corenn's plugins, this
-# one among them -- from this half-imported module, which by now has its hooks.
-import corenn  # noqa: E402
 
 if os.environ.get(ENV_DISABLE, "") not in ("", "0"):
     # Loaded (so enable() can turn the kernels on) but disabled from the start, through the loader.
