@@ -35,8 +35,11 @@ def _texts() -> list[tuple[str, str]]:
     return texts
 
 
-def resolves(name: str) -> bool:
-    """Whether ``name`` is a module of corenn or an attribute reached from one."""
+_MISSING = object()
+
+
+def resolve(name: str):
+    """The object a dotted name of corenn means (a module, or an attribute reached from one); None if nothing."""
     parts = name.split(".")
     for i in range(len(parts), 0, -1):
         try:
@@ -44,11 +47,16 @@ def resolves(name: str) -> bool:
         except ImportError:
             continue
         for attr in parts[i:]:
-            if not hasattr(obj, attr):
-                return False
-            obj = getattr(obj, attr)
-        return True
-    return False
+            obj = getattr(obj, attr, _MISSING)
+            if obj is _MISSING:
+                return None
+        return obj
+    return None
+
+
+def resolves(name: str) -> bool:
+    """Whether ``name`` is a module of corenn or an attribute reached from one."""
+    return resolve(name) is not None
 
 
 def _plugin_import_path(name: str) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from corenn import hookspecs, plugins
+from test_docs_names import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS_DOC = ROOT / "docs" / "hooks.md"
@@ -122,7 +123,6 @@ def _answers_table() -> dict[str, tuple[str, str]]:
 
 def test_where_the_answers_go_has_a_row_per_hook_naming_a_real_reader():
     """Each hook's answers are read by something, and the table says by what (no "meant for ... not yet")."""
-    import importlib
     import re
     rows = _answers_table()
     assert sorted(rows) == HOOK_NAMES
@@ -134,15 +134,7 @@ def test_where_the_answers_go_has_a_row_per_hook_naming_a_real_reader():
         last = accessor.rsplit(".", 1)[1]
         # A reader that is a corenn object must really use the accessor in its module's source.
         for name in re.findall(r"`(corenn(?:\.\w+)+)", used_by):
-            parts, obj = name.split("."), None
-            for i in range(len(parts), 0, -1):
-                try:
-                    obj = importlib.import_module(".".join(parts[:i]))
-                except ImportError:
-                    continue
-                for attr in parts[i:]:
-                    obj = getattr(obj, attr, None)
-                break
+            obj = resolve(name)
             if obj is None:
                 continue  # not an object of corenn (an import path a plugin provides)
             module = inspect.getmodule(obj)

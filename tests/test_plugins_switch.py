@@ -7,26 +7,9 @@ import pytest
 
 import corenn
 from corenn import dispatch, plugins
-from corenn.autograd.node import Op
 from corenn.dispatch import Backend, KernelRegistration
 from corenn.testing import register_plugin
-
-
-class CountingRelu(Op):
-    grad_fn_name = "ReluBackward0"
-    calls = 0
-
-    @staticmethod
-    def forward(ctx, a):
-        CountingRelu.calls += 1
-        out = ctx.xp.maximum(a, 0)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (out,) = ctx.saved
-        return grad * (out > 0)
+from test_plugins import CountingRelu
 
 
 class Everything:
