@@ -34,12 +34,14 @@ not a signature: someone who can write the file can write a valid one.
 """
 from __future__ import annotations
 
+import codecs
 import collections
 import contextlib
 import errno
 import json
 import math
 import os
+import re
 import secrets
 import stat
 import zlib
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-__all__ = ["save", "load", "CheckpointError", "FORMAT_VERSION"]
+__all__ = ["save", "load", "CheckpointError", "FORMAT_VERSION", "MAX_DEPTH"]
 
 #: Version of the structure encoding written into ``__metadata__["corenn.format"]``.
 FORMAT_VERSION = 1
@@ -62,6 +64,13 @@ _METADATA_KEY = "__metadata__"  # reserved by safetensors; never usable as a ten
 # corrupted length field from making us read or parse absurd amounts.
 _MAX_HEADER_BYTES = 100_000_000
 _MAX_NDIM = 64  # numpy's own limit
+# Containers nested deeper than this are refused by save and by load. A state dict needs a
+# handful of levels; the bound keeps both well inside Python's recursion limit (the json
+# module recurses too), so a hostile depth is a clear error, never a RecursionError.
+MAX_DEPTH = 100
+# Ints that fit 64 bits are stored as JSON numbers; larger ones as hex strings, which convert
+# in linear time and are not subject to Python's limit on int <-> decimal str conversions.
+_PLAIN_INT_BITS = 64
 
 # safetensors dtype names <-> numpy dtypes, for the dtypes corenn has.
 _SAFETENSORS_TO_NUMPY = {
@@ -106,11 +115,12 @@ def save(obj: Any, f) -> None:
     """Write ``obj`` to ``f`` as a safetensors checkpoint (mirrors ``torch.save``).
 
     ``obj`` may nest dicts (str or int keys), ``OrderedDict``, lists and tuples of tensors,
-    ints, floats, strings, bools and ``None`` -- module and optimizer state dicts are of this
-    kind. Parameters are stored as plain tensors; ``load`` returns them with
+    ints (of any size), floats, strings, bools and ``None`` -- module and optimizer state
+    dicts are of this kind. Parameters are stored as plain tensors; ``load`` returns them with
     ``requires_grad=False``. numpy integer and floating scalars are stored as Python
-    ``int`` / ``float``. Anything else raises ``TypeError`` naming where it sits in ``obj``
-    (e.g. ``obj['state'][3]['foo']``) before the file is touched.
+    ``int`` / ``float``. Anything else raises ``TypeError`` naming ``f`` and where the value
+    sits in ``obj`` (e.g. ``obj['state'][3]['foo']``) before the file is touched; so do a
+    reference cycle and containers nested more than :data:`MAX_DEPTH` deep (``ValueError``).
 
     Shared tensors are stored once: two occurrences of the same Tensor object come back as
     one object, and two Tensor objects over the same memory (same data pointer, shape,
@@ -135,23 +145,27 @@ def save(obj: Any, f) -> None:
         >>> list(state)
         ['weight', 'bias']
     """
-    payload = _serialize(obj)
+    path = None
     if hasattr(f, "write"):
+        target = str(getattr(f, "name", None) or f"<{type(f).__name__}>")
+    else:
+        try:
+            path = target = os.fsdecode(os.fspath(f))
+        except TypeError:
+            raise TypeError(f"corenn.save: f must be a path (str or os.PathLike) or a writable binary "
+                            f"file object, got {type(f).__name__}") from None
+    payload = _serialize(obj, target)
+    if path is None:
         f.write(payload)
         if hasattr(f, "flush"):
             f.flush()
         return
-    try:
-        path = os.fsdecode(os.fspath(f))
-    except TypeError:
-        raise TypeError(f"corenn.save: f must be a path (str or os.PathLike) or a writable binary "
-                        f"file object, got {type(f).__name__}") from None
     _atomic_write(path, payload)
 
 
-def _serialize(obj: Any) -> bytes:
-    """The complete checkpoint file for ``obj`` as bytes."""
-    encoder = _Encoder()
+def _serialize(obj: Any, target: str = "<bytes>") -> bytes:
+    """The complete checkpoint file for ``obj`` as bytes; ``target`` names the file in errors."""
+    encoder = _Encoder(target)
     structure = encoder.encode(obj, ())
     structure_json = json.dumps(structure, separators=(",", ":"), allow_nan=False)
     metadata = {
@@ -159,15 +173,24 @@ def _serialize(obj: Any) -> bytes:
         _STRUCTURE_KEY: structure_json,
         _CHECKSUM_KEY: _checksum(structure_json, encoder.arrays),
     }
-    return safetensors.numpy.save(encoder.arrays, metadata=metadata)
+    payload = safetensors.numpy.save(encoder.arrays, metadata=metadata)
+    header_length = int.from_bytes(payload[:8], "little")
+    if header_length > _MAX_HEADER_BYTES:
+        # Written anyway, the file could not be loaded again, by corenn or by safetensors.
+        raise ValueError(f"corenn.save to {target}: the checkpoint's header would be {header_length:,} bytes, "
+                         f"more than the {_MAX_HEADER_BYTES:,} that safetensors readers accept; it holds the "
+                         f"tensor names and every value that is not a tensor (long strings or keys, long "
+                         f"lists of numbers): store bulky data as tensors")
+    return payload
 
 
 class _Encoder:
     """Turns a nested object into a JSON-able structure plus a dict of named arrays."""
 
-    def __init__(self):
+    def __init__(self, target: str = "<bytes>"):
         import corenn
 
+        self._target = target  # the file, for error messages
         self._tensor_type = corenn.Tensor
         self.arrays: dict[str, np.ndarray] = {}  # safetensors name -> C-contiguous host array
         self._by_object: dict[int, tuple[str, int]] = {}  # id(tensor) -> (name, object id)
@@ -178,7 +201,7 @@ class _Encoder:
         if value is None or isinstance(value, (bool, np.bool_)):
             return None if value is None else bool(value)
         if isinstance(value, (int, np.integer)):
-            return int(value)
+            return _encode_int(int(value))
         if isinstance(value, (float, np.floating)):
             return {"float": repr(float(value))}
         if isinstance(value, str):
@@ -190,18 +213,25 @@ class _Encoder:
             hint = ""
             if isinstance(value, np.ndarray):
                 hint = " (wrap numpy arrays with corenn.from_numpy)"
-            raise TypeError(f"corenn.save cannot store {_short_repr(value)} of type "
+            raise TypeError(f"corenn.save to {self._target}: cannot store {_short_repr(value)} of type "
                             f"{type(value).__qualname__!r} at {_format_path(keys)}{hint}; "
                             f"supported are {_SUPPORTED_VALUES}")
         if id(value) in self._containers_on_path:
-            raise ValueError(f"corenn.save: {_format_path(keys)} contains itself (a reference cycle)")
+            raise ValueError(f"corenn.save to {self._target}: {_format_path(keys)} contains itself "
+                             f"(a reference cycle)")
+        if len(self._containers_on_path) >= MAX_DEPTH:
+            raise ValueError(f"corenn.save to {self._target}: containers are nested more than {MAX_DEPTH} deep "
+                             f"at {_format_path(keys)}; checkpoints hold at most {MAX_DEPTH} levels "
+                             f"(corenn.serialization.MAX_DEPTH): flatten the object, or store deep data "
+                             f"as tensors")
         self._containers_on_path.add(id(value))
         try:
             if kind in ("dict", "odict"):
                 items = []
                 for key, item in value.items():
-                    key = _check_key(key, keys)
-                    items.append([key, self.encode(item, keys + (key,))])
+                    key = _check_key(key, keys, self._target)
+                    items.append([_encode_int(key) if isinstance(key, int) else key,
+                                  self.encode(item, keys + (key,))])
                 return {kind: items}
             return {kind: [self.encode(item, keys + (i,)) for i, item in enumerate(value)]}
         finally:
@@ -218,8 +248,8 @@ class _Encoder:
         if name is None:
             array = _host_array(tensor)
             if array.dtype not in _NUMPY_TO_SAFETENSORS:
-                raise TypeError(f"corenn.save cannot store a tensor of dtype {tensor.dtype} at "
-                                f"{_format_path(keys)}")
+                raise TypeError(f"corenn.save to {self._target}: cannot store a tensor of dtype {tensor.dtype} "
+                                f"at {_format_path(keys)}")
             name = self._unique_name(keys)
             self.arrays[name] = array
             if memory_key is not None:
@@ -231,7 +261,7 @@ class _Encoder:
         # State-dict keys joined with '.' (what PyTorch's safetensors files use); a collision
         # such as {'a.b': x, 'a': {'b': y}} gets a '~N' suffix -- the structure is
         # authoritative, names are only for other readers.
-        base = ".".join(str(k) for k in keys) or "tensor"
+        base = ".".join(_name_part(k) for k in keys) or "tensor"
         # safetensors names are UTF-8; a key with lone surrogates gets an escaped name.
         base = base.encode("utf-8", "backslashreplace").decode("utf-8")
         name, n = base, 0
@@ -244,13 +274,19 @@ class _Encoder:
 _CONTAINER_TAGS = {dict: "dict", collections.OrderedDict: "odict", list: "list", tuple: "tuple"}
 
 
-def _check_key(key: Any, keys: tuple) -> str | int:
+def _check_key(key: Any, keys: tuple, target: str) -> str | int:
     if isinstance(key, str):
         return str(key)
     if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
         return int(key)
-    raise TypeError(f"corenn.save cannot store dict key {_short_repr(key)} of type "
+    raise TypeError(f"corenn.save to {target}: cannot store dict key {_short_repr(key)} of type "
                     f"{type(key).__qualname__!r} at {_format_path(keys)}: keys must be str or int")
+
+
+def _encode_int(value: int) -> int | dict:
+    if -(1 << (_PLAIN_INT_BITS - 1)) <= value < (1 << _PLAIN_INT_BITS):
+        return value
+    return {"int": hex(value)}  # '0x1f' / '-0x1f'
 
 
 def _memory_key(tensor) -> tuple | None:
@@ -417,13 +453,20 @@ def _read_all(f) -> tuple[bytes, str]:
 class _Header:
     """The validated safetensors header: tensor entries in file order, and the metadata."""
 
-    def __init__(self, entries: list[tuple[str, np.dtype, tuple, int, int]], metadata: dict[str, str]):
+    def __init__(self, entries: list[tuple[str, np.dtype, tuple, int, int]], metadata: dict[str, str],
+                 data_start: int):
         self.entries = entries  # (name, numpy dtype, shape, begin, end), offsets into the data
         self.metadata = metadata
+        self.data_start = data_start  # where the tensor data begins in the file
 
 
 def _parse_header(data: bytes, where: str) -> _Header:
-    """Check everything the safetensors format promises before any library reads it."""
+    """Check everything the safetensors format promises, reading the header once.
+
+    The header is read token by token against the format's grammar (see :class:`_JsonReader`),
+    so a hostile header -- megabytes of ``[[],[],...]``, say -- fails at its first token out of
+    place, having built nothing; memory grows only with well-formed tensor entries.
+    """
     size = len(data)
     if size == 0:
         raise CheckpointError(f"{where}: file is empty")
@@ -441,26 +484,25 @@ def _parse_header(data: bytes, where: str) -> _Header:
     if 8 + header_length > size:
         raise CheckpointError(f"{where}: file is truncated (header length says {header_length} bytes "
                               f"of header, file has {size - 8} after the length)")
-    raw = data[8:8 + header_length]
-    if raw[:1] != b"{":
+    if data[8:9] != b"{":
         raise CheckpointError(f"{where}: not a safetensors file (header does not start with '{{')")
-    try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_pairs_without_duplicates,
-                            parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise CheckpointError(f"{where}: corrupted header (not valid JSON: {exc})") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{where}: corrupted header (not a JSON object)")
 
-    metadata = header.pop(_METADATA_KEY, None)
-    if metadata is None:
-        metadata = {}
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise CheckpointError(f"{where}: corrupted header (__metadata__ must map strings to strings)")
+    def corrupted(problem: str) -> CheckpointError:
+        return CheckpointError(f"{where}: corrupted header ({problem})")
 
-    entries = []
-    for name, info in header.items():
-        entries.append(_parse_entry(name, info, where))
+    reader = _JsonReader(data, 8, 8 + header_length, corrupted)
+    entries, names, metadata = [], set(), {}
+    for _ in reader.members():
+        name = reader.string()
+        if name in names:
+            raise corrupted(f"not valid JSON: duplicate key {_short_repr(name)}")
+        names.add(name)
+        reader.colon()
+        if name == _METADATA_KEY:
+            metadata = _read_metadata(reader, corrupted)
+        else:
+            entries.append(_parse_entry(name, _read_entry(reader, name, where), where))
+    reader.finish()
 
     data_length = size - 8 - header_length
     expected = 0
@@ -476,7 +518,311 @@ def _parse_header(data: bytes, where: str) -> _Header:
     if expected < data_length:
         raise CheckpointError(f"{where}: corrupted file ({data_length - expected} unexpected bytes "
                               f"after the {expected} bytes of tensor data)")
-    return _Header(entries, metadata)
+    return _Header(entries, metadata, 8 + header_length)
+
+
+def _read_metadata(reader: _JsonReader, corrupted) -> dict[str, str | bytearray]:
+    """``__metadata__``: null, or an object of strings. Only corenn's own values are decoded:
+    others (e.g. ``"format": "pt"``) are never used, whatever their size."""
+    problem = "__metadata__ must map strings to strings"
+    if reader.literal_null():
+        return {}
+    if reader.peek() != _OPEN_BRACE:
+        raise corrupted(problem)
+    metadata = {}
+    for _ in reader.members():
+        key = reader.string()
+        if key in metadata:
+            raise corrupted(f"not valid JSON: duplicate key {_short_repr(key)}")
+        reader.colon()
+        if reader.peek() != _QUOTE:
+            raise corrupted(problem)
+        if key == _STRUCTURE_KEY:
+            metadata[key] = reader.string_bytes()  # UTF-8, as the checksum and the structure reader take it
+        else:
+            value = reader.string(None if key.startswith("corenn.") else 0)
+            metadata[key] = value if value is not None else ""
+    return metadata
+
+
+def _read_entry(reader: _JsonReader, name: str, where: str) -> dict:
+    """A tensor entry as a dict of scalars and short lists of scalars; anything bigger fails here."""
+    def bad(problem: str) -> CheckpointError:
+        return CheckpointError(f"{where}: corrupted header (tensor {_short_repr(name)}: {problem})")
+
+    if reader.peek() != _OPEN_BRACE:
+        raise bad("entry is not a JSON object")
+    match = _COMPACT_ENTRY.match(reader.buf, reader.pos, reader.end)
+    if match is not None:  # the layout safetensors writes, in one step
+        dtype, shape, begin, end = match.groups()
+        reader.pos = match.end()
+        return {"dtype": dtype.decode("ascii"), "shape": [int(d) for d in shape.split(b",")] if shape else [],
+                "data_offsets": [int(begin), int(end)]}
+    info = {}
+    for _ in reader.members():
+        key = reader.string()
+        if key in info:
+            raise bad(f"duplicate key {_short_repr(key)}")
+        reader.colon()
+        c = reader.peek()
+        if c == _OPEN_BRACKET:
+            # shape and data_offsets: at most _MAX_NDIM scalars, checked by _parse_entry.
+            items = []
+            for _ in reader.elements():
+                if len(items) == _MAX_NDIM or reader.peek() in (_OPEN_BRACKET, _OPEN_BRACE):
+                    raise bad(f"invalid {key[:20]} (more than {_MAX_NDIM} numbers, or nested)")
+                items.append(_entry_scalar(reader))
+            info[key] = items
+        elif c == _OPEN_BRACE:
+            raise bad(f"unexpected object for {_short_repr(key, 20)}")
+        else:
+            info[key] = _entry_scalar(reader)
+    return info
+
+
+def _entry_scalar(reader: _JsonReader) -> Any:
+    negative = reader.peek() == ord("-")
+    value = reader.scalar(_SHORT_STRING)
+    if negative and value == 0 and _is_json_int(value):
+        return -0.0  # '-0' is no valid size or offset (JSON reads it as 0): keep it visibly invalid
+    return value
+
+
+# --------------------------------------------------------------------------- bounded JSON reading
+
+_WHITESPACE = re.compile(rb"[ \t\n\r]*")
+_WHITESPACE_BYTES = frozenset(b" \t\n\r")
+# Part of a JSON string: no raw control character, no unescaped quote, at most 4096 escapes
+# (each checked where the string is decoded).
+_STRING_PART = re.compile(rb'[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*){0,4096}', re.DOTALL)
+_SIMPLE_ESCAPES = {ord(k): ord(v) for k, v in zip('"\\/bfnrt', '"\\/\b\f\n\r\t')}
+_UNICODE_ESCAPE = re.compile(rb"\\u([0-9a-fA-F]{4})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?")
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_HEX_INT = re.compile(r"-?0x[0-9a-f]+")
+_BAD_ESCAPE = re.compile(rb'\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_NATURAL = rb"(?:0|[1-9][0-9]{0,18})"
+_COMPACT_ENTRY = re.compile(rb'\{"dtype":"([A-Z0-9_]{1,16})","shape":\[(%s(?:,%s){0,%d})?\],"data_offsets":\[(%s),(%s)\]\}'
+                            % (_NATURAL, _NATURAL, _MAX_NDIM - 1, _NATURAL, _NATURAL))
+_MAX_NUMBER_CHARS = 4400  # Python's default limit on decimal int conversion is 4300 digits
+_SHORT_STRING = 256  # bytes; longer strings in a tensor entry are not decoded (no dtype name is that long)
+_QUOTE, _COLON, _COMMA, _BACKSLASH = ord('"'), ord(":"), ord(","), ord("\\")
+_END = object()  # what next(reader.members(), _END) gives at the closing brace
+_OPEN_BRACE, _CLOSE_BRACE, _OPEN_BRACKET, _CLOSE_BRACKET = ord("{"), ord("}"), ord("["), ord("]")
+
+
+class _JsonReader:
+    """Reads the JSON text ``buf[pos:end]`` one token at a time, building only what the caller
+    asks for.
+
+    ``json.loads`` builds the whole document before anyone can look at it: a header of
+    ``[[],[],...]`` becomes millions of lists, tens of bytes of memory per byte of input. Here
+    the caller says what it expects next (a string, a scalar, an object's members), so input
+    that does not fit the format fails at its first token out of place. ``fail(problem)``
+    makes the exception to raise.
+    """
+
+    def __init__(self, buf: bytes, pos: int, end: int, fail, errors: str = "strict"):
+        self.buf, self.pos, self.end, self.fail = buf, pos, end, fail
+        self.errors = errors  # how string bytes decode: "surrogatepass" for text we encoded so
+
+    def peek(self) -> int:
+        """The next non-whitespace byte, or -1 at the end."""
+        if self.pos < self.end and self.buf[self.pos] not in _WHITESPACE_BYTES:
+            return self.buf[self.pos]  # the common case, without a regex call
+        self.pos = _WHITESPACE.match(self.buf, self.pos, self.end).end()
+        return self.buf[self.pos] if self.pos < self.end else -1
+
+    def excerpt(self) -> str:
+        if self.pos >= self.end:
+            return "the end of the text"
+        return f"{_short_repr(bytes(self.buf[self.pos:min(self.pos + 30, self.end)]))} at byte {self.pos}"
+
+    def expect(self, byte: int) -> None:
+        if self.peek() != byte:
+            raise self.fail(f"not valid JSON: expected {chr(byte)!r}, found {self.excerpt()}")
+        self.pos += 1
+
+    def colon(self) -> None:
+        self.expect(_COLON)
+
+    def _sequence(self, open_: int, close: int):
+        self.expect(open_)
+        if self.peek() == close:
+            self.pos += 1
+            return
+        while True:
+            yield
+            c = self.peek()
+            if c == close:
+                self.pos += 1
+                return
+            if c != _COMMA:
+                raise self.fail(f"not valid JSON: expected ',' or {chr(close)!r}, found {self.excerpt()}")
+            self.pos += 1
+
+    def members(self):
+        """Iterate over an object: at each step the caller reads a key, ``colon()`` and a value."""
+        return self._sequence(_OPEN_BRACE, _CLOSE_BRACE)
+
+    def elements(self):
+        """Iterate over an array: at each step the caller reads one value."""
+        return self._sequence(_OPEN_BRACKET, _CLOSE_BRACKET)
+
+    def _string_span(self) -> int:
+        """Move past the next string; returns where it starts (its opening quote).
+
+        A few thousand escapes per regex match: one match for the whole string would keep a
+        backtracking point per escape, memory that grows with the string.
+        """
+        if self.peek() != _QUOTE:
+            raise self.fail(f"not valid JSON: expected a string, found {self.excerpt()}")
+        buf, end = self.buf, self.end
+        start = pos = self.pos
+        pos += 1
+        while True:
+            after = _STRING_PART.match(buf, pos, end).end()
+            c = buf[after] if after < end else -1
+            if c == _QUOTE:
+                self.pos = after + 1
+                return start
+            if c == _BACKSLASH and after > pos:  # the part ended at its escape count: go on
+                pos = after
+                continue
+            raise self.fail(f"not valid JSON: unterminated string, or a control character in it, at byte {start}")
+
+    def string(self, limit: int | None = None) -> str | None:
+        """The next string. With ``limit``, a string longer than ``limit`` bytes is checked but
+        not decoded, and comes back as ``None``: what is not needed is not built."""
+        start = self._string_span()
+        if limit is not None and self.pos - start - 2 > limit:
+            self._check_escapes(start, self.pos)
+            self._check_utf8(start, self.pos)
+            return None
+        try:
+            if self.buf.find(b"\\", start, self.pos) < 0:
+                return str(memoryview(self.buf)[start + 1:self.pos - 1], "utf-8", self.errors)
+            return json.decoder.scanstring(str(memoryview(self.buf)[start:self.pos], "utf-8", self.errors), 1)[0]
+        except ValueError as exc:  # UnicodeDecodeError, or a bad escape
+            raise self.fail(f"not valid JSON: bad string at byte {start}: {exc}") from None
+
+    def string_bytes(self) -> bytearray:
+        """The next string as UTF-8 bytes, unescaped straight into one buffer.
+
+        For a string as large as the header itself (the structure): decoding it to a ``str``
+        and unescaping that would hold three copies at once (file, text, result); this holds
+        two (file, result).
+        """
+        start = self._string_span()
+        stop = self.pos - 1
+        self._check_utf8(start + 1, stop)
+        out = bytearray(stop - start)  # unescaping never lengthens
+        # Copies go through a memoryview: bytearray slice assignment copies its source first.
+        out_view = memoryview(out)
+        size = self._unescape_quotes(start + 1, stop, out_view)
+        if size is None:
+            size = self._unescape_any(start + 1, stop, out_view)
+        out_view.release()
+        del out[size:]
+        return out
+
+    def _unescape_quotes(self, pos: int, stop: int, out_view: memoryview) -> int | None:
+        """Unescape ``buf[pos:stop]`` into ``out_view`` a chunk at a time at C speed, if its only
+        escapes are ``\\"`` and ``\\\\`` -- all a JSON writer puts in corenn's ASCII structure.
+        Returns the size, or None when there are other escapes."""
+        buf, view, size = self.buf, memoryview(self.buf), 0
+        while pos < stop:
+            end = min(pos + (1 << 20), stop)
+            trailing = 0
+            while end - 1 - trailing >= pos and buf[end - 1 - trailing] == _BACKSLASH:
+                trailing += 1
+            end += trailing % 2  # a chunk ends between escapes, never inside one
+            # Escapes pair up from the left, as bytes.replace scans; a raw NUL cannot be in a JSON string.
+            chunk = bytes(view[pos:end]).replace(b"\\\\", b"\0").replace(b'\\"', b'"')
+            if b"\\" in chunk:
+                return None
+            chunk = chunk.replace(b"\0", b"\\")
+            out_view[size:size + len(chunk)] = chunk
+            size, pos = size + len(chunk), end
+        return size
+
+    def _unescape_any(self, pos: int, stop: int, out_view: memoryview) -> int:
+        """Unescape ``buf[pos:stop]`` into ``out_view``, one escape at a time; returns the size."""
+        buf, view, size = self.buf, memoryview(self.buf), 0
+        while True:
+            escape = buf.find(b"\\", pos, stop)
+            run_end = stop if escape < 0 else escape
+            out_view[size:size + run_end - pos] = view[pos:run_end]
+            size += run_end - pos
+            if escape < 0:
+                break
+            simple = _SIMPLE_ESCAPES.get(buf[escape + 1])
+            if simple is not None:
+                out_view[size] = simple
+                size, pos = size + 1, escape + 2
+                continue
+            match = _UNICODE_ESCAPE.match(buf, escape, stop)
+            if match is None:
+                raise self.fail(f"not valid JSON: bad escape at byte {escape}")
+            code, low = int(match.group(1), 16), match.group(2)
+            if 0xD800 <= code < 0xDC00 and low is not None:  # a surrogate pair
+                code, pos = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00), match.end()
+            else:
+                pos = escape + 6
+            encoded = chr(code).encode("utf-8", "surrogatepass")  # a lone surrogate stays one, as in json
+            out_view[size:size + len(encoded)] = encoded
+            size += len(encoded)
+        return size
+
+    def _check_escapes(self, start: int, end: int) -> None:
+        bad = _BAD_ESCAPE.search(self.buf, start, end)
+        if bad is not None:
+            raise self.fail(f"not valid JSON: bad escape at byte {bad.start()}")
+
+    def _check_utf8(self, start: int, end: int) -> None:
+        """Checks ``buf[start:end]`` is UTF-8 a chunk at a time, building nothing of its size."""
+        decoder = codecs.getincrementaldecoder("utf-8")(self.errors)
+        view = memoryview(self.buf)
+        try:
+            for chunk in range(start, end, 1 << 20):
+                decoder.decode(view[chunk:min(chunk + (1 << 20), end)], final=chunk + (1 << 20) >= end)
+        except UnicodeDecodeError as exc:
+            raise self.fail(f"not valid JSON: bad string at byte {start}: {exc}") from None
+
+    def literal_null(self) -> bool:
+        if self.peek() == ord("n") and self.buf.startswith(b"null", self.pos, self.end):
+            self.pos += 4
+            return True
+        return False
+
+    def scalar(self, limit: int | None = None) -> Any:
+        """A string (see ``string`` for ``limit``), number, ``true``, ``false`` or ``null``;
+        an array or object here fails."""
+        c = self.peek()
+        if c == _QUOTE:
+            return self.string(limit)
+        if c == ord("-") or ord("0") <= c <= ord("9"):
+            match = _NUMBER.match(self.buf, self.pos, self.end)
+            if match is None:
+                raise self.fail(f"not valid JSON: bad number {self.excerpt()}")
+            if match.end() - match.start() > _MAX_NUMBER_CHARS:
+                # Decimal conversion takes time quadratic in the digits, whatever
+                # sys.set_int_max_str_digits allows; no writer puts such numbers in a header.
+                raise self.fail(f"a number of {match.end() - match.start()} characters at byte {match.start()}")
+            token, self.pos = self.buf[match.start():match.end()], match.end()
+            try:
+                return float(token) if match.group(1) or match.group(2) else int(token)
+            except ValueError:  # more digits than this Python converts (sys.set_int_max_str_digits)
+                raise self.fail(f"a number of {len(token)} characters at byte {match.start()}") from None
+        for literal, value in ((b"true", True), (b"false", False), (b"null", None)):
+            if self.buf.startswith(literal, self.pos, self.end):
+                self.pos += len(literal)
+                return value
+        raise self.fail(f"not valid JSON: expected a value, found {self.excerpt()}")
+
+    def finish(self) -> None:
+        """Only whitespace may follow the document."""
+        if self.peek() != -1:
+            raise self.fail(f"not valid JSON: extra data {self.excerpt()}")
 
 
 def _reject_known_foreign_formats(data: bytes, where: str) -> None:
@@ -491,19 +837,6 @@ def _reject_known_foreign_formats(data: bytes, where: str) -> None:
                               f"pickles inside a zip); corenn never unpickles files because "
                               f"unpickling can run code. In PyTorch, re-save it with "
                               f"safetensors.torch.save_file(state_dict, path)")
-
-
-def _pairs_without_duplicates(pairs: list) -> dict:
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _parse_entry(name: str, info: Any, where: str) -> tuple[str, np.dtype, tuple, int, int]:
@@ -541,30 +874,24 @@ def _is_json_int(value: Any) -> bool:
 
 
 def _decode_tensors(data: bytes, header: _Header, where: str) -> dict[str, np.ndarray]:
-    """The file's arrays by name, in file order, each writable and owning its memory."""
-    try:
-        loaded = safetensors.numpy.load(data)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - pyo3 panics derive from BaseException
-        raise CheckpointError(f"{where}: the safetensors library rejected the file: "
-                              f"{type(exc).__name__}: {exc}") from None
+    """The file's arrays by name, in file order, each writable and owning its memory.
+
+    Read straight from the offsets :func:`_parse_header` validated, so the header is parsed
+    once (the safetensors library would parse it again).
+    """
     arrays = {}
-    for name, dtype, shape, _, _ in header.entries:
-        array = loaded.pop(name, None)
-        if array is None or array.dtype != dtype or array.shape != shape:
-            raise CheckpointError(f"{where}: the safetensors library read tensor {name!r} differently "
-                                  f"from its header")
-        if not array.flags.writeable:
-            array = array.copy()
-        arrays[name] = array
-    if loaded:
-        raise CheckpointError(f"{where}: the safetensors library read tensors missing from the header: "
-                              f"{sorted(loaded)[:5]}")
+    for name, dtype, shape, begin, end in header.entries:
+        count = math.prod(shape)
+        if count:
+            # safetensors stores little-endian; astype copies into native order and owned memory.
+            stored = np.frombuffer(data, dtype.newbyteorder("<"), count, header.data_start + begin)
+            arrays[name] = stored.reshape(shape).astype(dtype, copy=True)
+        else:
+            arrays[name] = np.empty(shape, dtype)
     return arrays
 
 
-def _load_structure(metadata: dict[str, str], arrays: dict[str, np.ndarray], device, where: str) -> Any:
+def _load_structure(metadata: dict[str, str | bytearray], arrays: dict[str, np.ndarray], device, where: str) -> Any:
     version = metadata.get(_FORMAT_KEY)
     if version != str(FORMAT_VERSION):
         if version is not None and version.isdigit() and int(version) > FORMAT_VERSION:
@@ -572,24 +899,17 @@ def _load_structure(metadata: dict[str, str], arrays: dict[str, np.ndarray], dev
                                   f"corenn reads format {FORMAT_VERSION}); upgrade corenn")
         raise CheckpointError(f"{where}: corrupted metadata (corenn.format is {_short_repr(version)}, "
                               f"expected '{FORMAT_VERSION}')")
-    structure_json = metadata.get(_STRUCTURE_KEY)
+    structure_bytes = metadata.pop(_STRUCTURE_KEY, None)  # UTF-8 (see _read_metadata)
     checksum = metadata.get(_CHECKSUM_KEY)
-    if structure_json is None or checksum is None:
-        missing = _STRUCTURE_KEY if structure_json is None else _CHECKSUM_KEY
+    if structure_bytes is None or checksum is None:
+        missing = _STRUCTURE_KEY if structure_bytes is None else _CHECKSUM_KEY
         raise CheckpointError(f"{where}: corrupted metadata ({missing} is missing)")
-    actual = _checksum(structure_json, arrays)
+    actual = _checksum(structure_bytes, arrays)
     if checksum != actual:
         raise CheckpointError(f"{where}: file is corrupted (checksum mismatch: metadata says "
                               f"{_short_repr(checksum)}, contents give {actual!r})")
-    try:
-        structure = json.loads(structure_json, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise CheckpointError(f"{where}: corrupted structure (not valid JSON: {exc})") from None
     decoder = _StructureDecoder(arrays, device, where)
-    try:
-        result = decoder.decode(structure, ())
-    except RecursionError:
-        raise CheckpointError(f"{where}: corrupted structure (nested too deeply)") from None
+    result = decoder.decode_document(structure_bytes)
     unused = [name for name in arrays if name not in decoder.used_names]
     if unused:
         raise CheckpointError(f"{where}: corrupted structure (tensors {unused[:5]} are in the file but "
@@ -620,7 +940,13 @@ class _Materializer:
 
 
 class _StructureDecoder:
-    """Rebuilds the saved object from the structure JSON, accepting only format-1 nodes."""
+    """Rebuilds the saved object from the structure JSON, accepting only format-1 nodes.
+
+    It reads the JSON with :class:`_JsonReader` and builds the saved object directly, with no
+    intermediate document: a node that is not format 1 fails at its first token, and nesting
+    deeper than :data:`MAX_DEPTH` (which ``save`` never writes) fails before Python's
+    recursion limit.
+    """
 
     def __init__(self, arrays: dict[str, np.ndarray], device, where: str):
         self._arrays = arrays
@@ -632,39 +958,112 @@ class _StructureDecoder:
     def _bad(self, keys: tuple, problem: str) -> CheckpointError:
         return CheckpointError(f"{self._where}: corrupted structure at {_format_path(keys)}: {problem}")
 
-    def decode(self, node: Any, keys: tuple) -> Any:
-        if node is None or isinstance(node, (bool, str)) or _is_json_int(node):
-            return node
-        if not isinstance(node, dict):
-            raise self._bad(keys, f"unexpected value {_short_repr(node)}")
-        if node.keys() == {"tensor", "id"}:
-            return self._tensor(node["tensor"], node["id"], keys)
-        if len(node) != 1:
-            raise self._bad(keys, f"unexpected object {_short_repr(node)}")
-        ((tag, payload),) = node.items()
-        if tag == "float":
-            if isinstance(payload, str):
+    def decode_document(self, text: bytes | bytearray) -> Any:
+        def syntax(problem: str) -> CheckpointError:
+            return CheckpointError(f"{self._where}: corrupted structure ({problem})")
+
+        reader = _JsonReader(text, 0, len(text), syntax, errors="surrogatepass")
+        result = self.decode(reader, (), 0)
+        reader.finish()
+        return result
+
+    def decode(self, reader: _JsonReader, keys: tuple, depth: int) -> Any:
+        c = reader.peek()
+        if c != _OPEN_BRACE:
+            if c == _OPEN_BRACKET:
+                raise self._bad(keys, f"unexpected value {reader.excerpt()}")
+            value = reader.scalar()
+            if isinstance(value, float):  # floats are stored as {"float": repr}, never bare
+                raise self._bad(keys, f"unexpected value {value!r}")
+            return value
+        if depth >= MAX_DEPTH:
+            raise self._bad(keys, f"nested more than {MAX_DEPTH} deep")
+        start = reader.pos
+        members = reader.members()
+        if next(members, _END) is _END:
+            raise self._bad(keys, "unexpected object {}")
+        tag = reader.string()
+        reader.colon()
+        if tag in ("tensor", "id"):
+            first = self._scalar(reader, keys)
+            if next(members, _END) is _END:
+                raise self._bad(keys, f"unexpected object with the single key {tag!r}")
+            other = reader.string()
+            reader.colon()
+            second = self._scalar(reader, keys)
+            if {tag, other} != {"tensor", "id"}:
+                raise self._bad(keys, f"unexpected object with keys {tag!r} and {_short_repr(other)}")
+            name, object_id = (first, second) if tag == "tensor" else (second, first)
+            value = self._tensor(name, object_id, keys)
+        elif tag in ("float", "int"):
+            value = self._number(tag, self._scalar(reader, keys), keys)
+        elif tag in ("list", "tuple"):
+            if reader.peek() != _OPEN_BRACKET:
+                raise self._bad(keys, f"{tag} payload is not a list: {reader.excerpt()}")
+            items = []
+            for _ in reader.elements():
+                items.append(self.decode(reader, keys + (len(items),), depth + 1))
+            value = items if tag == "list" else tuple(items)
+        elif tag in ("dict", "odict"):
+            if reader.peek() != _OPEN_BRACKET:
+                raise self._bad(keys, f"{tag} payload is not a list: {reader.excerpt()}")
+            value = {} if tag == "dict" else collections.OrderedDict()
+            for _ in reader.elements():
+                if reader.peek() != _OPEN_BRACKET:
+                    raise self._bad(keys, f"invalid dict item {reader.excerpt()}")
+                pair = reader.elements()
+                if next(pair, _END) is _END:
+                    raise self._bad(keys, "invalid dict item []")
+                key = self._key(reader, keys)
+                if key in value:
+                    raise self._bad(keys, f"duplicate key {_short_repr(key)}")
+                if next(pair, _END) is _END:
+                    raise self._bad(keys, f"invalid dict item: key {_short_repr(key)} without a value")
+                value[key] = self.decode(reader, keys + (key,), depth + 1)
+                if next(pair, _END) is not _END:
+                    raise self._bad(keys, f"invalid dict item for key {_short_repr(key)}: more than two elements")
+        else:
+            raise self._bad(keys, f"unexpected object with key {_short_repr(tag)}")
+        if next(members, _END) is not _END:
+            reader.pos = start
+            raise self._bad(keys, f"unexpected object with more than one key: {reader.excerpt()}")
+        return value
+
+    def _key(self, reader: _JsonReader, keys: tuple) -> str | int:
+        c = reader.peek()
+        if c == _OPEN_BRACE:  # an int too large for a JSON number: {"int": "0x..."}
+            members = reader.members()
+            tag = reader.string() if next(members, _END) is not _END and reader.peek() == _QUOTE else None
+            if tag != "int":
+                raise self._bad(keys, f"invalid dict key {reader.excerpt()}")
+            reader.colon()
+            key = self._number("int", self._scalar(reader, keys), keys)
+            if next(members, _END) is not _END:
+                raise self._bad(keys, "invalid dict key: an object with more than one key")
+            return key
+        if c in (_OPEN_BRACKET, -1):
+            raise self._bad(keys, f"invalid dict key {reader.excerpt()}")
+        key = reader.scalar()
+        if not (isinstance(key, str) or _is_json_int(key)):
+            raise self._bad(keys, f"invalid dict key {_short_repr(key)}")
+        return key
+
+    def _scalar(self, reader: _JsonReader, keys: tuple) -> Any:
+        if reader.peek() in (_OPEN_BRACE, _OPEN_BRACKET):
+            raise self._bad(keys, f"unexpected value {reader.excerpt()}")
+        return reader.scalar()
+
+    def _number(self, tag: str, payload: Any, keys: tuple) -> float | int:
+        if isinstance(payload, str):
+            if tag == "float":
                 try:
                     # float() only parses numbers ('inf', 'nan', '1e-3'); it evaluates nothing.
                     return float(payload)
                 except ValueError:
                     pass
-            raise self._bad(keys, f"invalid float {_short_repr(payload)}")
-        if tag in ("list", "tuple") and isinstance(payload, list):
-            items = [self.decode(item, keys + (i,)) for i, item in enumerate(payload)]
-            return items if tag == "list" else tuple(items)
-        if tag in ("dict", "odict") and isinstance(payload, list):
-            result = {} if tag == "dict" else collections.OrderedDict()
-            for pair in payload:
-                if (not isinstance(pair, list) or len(pair) != 2
-                        or not (isinstance(pair[0], str) or _is_json_int(pair[0]))):
-                    raise self._bad(keys, f"invalid dict item {_short_repr(pair)}")
-                key, value = pair
-                if key in result:
-                    raise self._bad(keys, f"duplicate key {key!r}")
-                result[key] = self.decode(value, keys + (key,))
-            return result
-        raise self._bad(keys, f"unexpected object {_short_repr(node)}")
+            elif _HEX_INT.fullmatch(payload):
+                return int(payload, 16)
+        raise self._bad(keys, f"invalid {tag} {_short_repr(payload)}")
 
     def _tensor(self, name: Any, object_id: Any, keys: tuple):
         if not isinstance(name, str) or not _is_json_int(object_id):
@@ -685,10 +1084,12 @@ class _StructureDecoder:
 # --------------------------------------------------------------------------- helpers
 
 
-def _checksum(structure_json: str, arrays: dict[str, np.ndarray]) -> str:
-    """CRC-32 over the structure and each tensor's name, dtype, shape and bytes."""
+def _checksum(structure_json: str | bytes | bytearray, arrays: dict[str, np.ndarray]) -> str:
+    """CRC-32 over the structure (str, or its UTF-8 bytes) and each tensor's name, dtype, shape and bytes."""
+    if isinstance(structure_json, str):
+        structure_json = structure_json.encode("utf-8", "surrogatepass")
     crc = zlib.crc32(b"corenn checkpoint format 1\0")
-    crc = zlib.crc32(structure_json.encode("utf-8", "surrogatepass"), crc)
+    crc = zlib.crc32(structure_json, crc)
     for name in sorted(arrays):
         array = arrays[name]
         description = json.dumps([name, _NUMPY_TO_SAFETENSORS[array.dtype], list(array.shape)])
@@ -698,8 +1099,16 @@ def _checksum(structure_json: str, arrays: dict[str, np.ndarray]) -> str:
 
 
 def _format_path(keys: tuple) -> str:
-    """``('state', 3, 'foo')`` -> ``obj['state'][3]['foo']``."""
-    return "obj" + "".join(f"[{key!r}]" for key in keys)
+    """``('state', 3, 'foo')`` -> ``obj['state'][3]['foo']``; a deep path keeps its ends."""
+    parts = [f"[{_short_repr(key, 40)}]" for key in (keys if len(keys) <= 12 else keys[:6] + keys[-5:])]
+    if len(keys) > 12:
+        parts.insert(6, f"...({len(keys) - 11} more levels)...")
+    return "obj" + "".join(parts)
+
+
+def _name_part(key: str | int) -> str:
+    """A key as part of a tensor name; ints too long for decimal conversion are written in hex."""
+    return key if isinstance(key, str) else str(key) if key.bit_length() <= _PLAIN_INT_BITS else hex(key)
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

@@ -369,7 +369,7 @@ def test_corenn_fx_leaf_modules(corenn_plugin):
 
 
 def test_fx_tracing_asks_the_plugin_leaf_rules(corenn_plugin):
-    fx = pytest.importorskip("corenn.fx")
+    from corenn import fx
     nn = corenn.nn
 
     class Block(nn.Module):

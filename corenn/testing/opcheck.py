@@ -3,8 +3,8 @@
 :func:`check_op` runs one :class:`OpCase` on one device and checks
 
 1. the forward result (values, dtypes, shapes, device) against a reference: PyTorch on
-   the same inputs when the calling program has imported it, else the case's numpy
-   reference;
+   the same inputs wherever it is installed (imported at the first check, never by
+   ``import corenn``), else the case's numpy reference;
 2. the forward result and a vector-Jacobian product against **the core's own kernels on
    the host** (the priority-0 kernels corenn registers, run on ``cpu`` copies of the
    same inputs) whenever a kernel that runs is not the core's own: any device other
@@ -24,7 +24,7 @@ A plugin checks its kernels, or its whole device, in one line::
 
     >>> from corenn.testing.opcheck import run_conformance
     >>> run_conformance(device="cpu", ops=["add", "conv"])   # raises ConformanceError on failure
-    [('add[2x3,3]', 'numpy'), ...]
+    [('add[2x3,3]', 'torch'), ...]
 
 ``ops`` selects cases by public name (``"conv2d"``) or by kernel name (``"conv"``).
 A failure names the case, device, output, the largest absolute and relative errors
@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import importlib
 import math
-import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -256,10 +257,15 @@ def _runs_other_kernels(used: set, device) -> bool:
 # The one checking helper
 # ---------------------------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
 def _torch_or_none():
-    # corenn never imports torch itself: PyTorch is the reference only when the calling program
-    # (a test suite with torch installed) has imported it already.
-    return sys.modules.get("torch")
+    # PyTorch is the reference wherever it is installed, whether or not the caller has imported
+    # it, so a check's result does not depend on which tests ran before it. Imported here, at
+    # the first check, because ``import corenn`` must not pull it in.
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        return None
 
 
 def _outputs(result) -> list:
@@ -350,8 +356,8 @@ def check_op(case: OpCase, device: str = "cpu", *, reference: str = "auto", seed
 
     ``reference`` picks the external reference: ``"torch"``, ``"numpy"``, ``"core"`` (the
     core's kernels on the host, even where they are what runs; ``"cpu"`` is an alias),
-    ``"none"``, or ``"auto"`` (torch if the caller has imported it and the case has an
-    oracle, else numpy if the case has a reference, else none). A case without the
+    ``"none"``, or ``"auto"`` (torch if it is installed and the case has an oracle, else
+    numpy if the case has a reference, else none). A case without the
     requested reference falls back to ``"none"``. Independently of that choice, whenever
     a kernel the case runs is not the core's own (any device but ``cpu``, or a plugin
     override on ``cpu``), forward outputs and a vector-Jacobian product are also compared
@@ -366,7 +372,7 @@ def check_op(case: OpCase, device: str = "cpu", *, reference: str = "auto", seed
     Example::
 
         >>> check_op(OpCase("exp", lambda lib, x: lib.exp(x), [Float((3,))], ref=np.exp))
-        'numpy'
+        'torch'
     """
     import corenn
     from corenn import dispatch
@@ -376,7 +382,7 @@ def check_op(case: OpCase, device: str = "cpu", *, reference: str = "auto", seed
         raise ValueError(f"reference must be 'auto', 'torch', 'numpy', 'core' or 'none', got {reference!r}")
     torch = _torch_or_none() if reference in ("auto", "torch") else None
     if reference == "torch" and torch is None:
-        raise ConformanceError("reference='torch' but torch is not imported (import torch before checking)")
+        raise ConformanceError("reference='torch' but PyTorch is not installed (pip install torch)")
     if reference == "auto":
         reference = "torch" if torch is not None and case.torch else "numpy" if case.ref is not None else "none"
     if (reference == "numpy" and case.ref is None) or (reference == "torch" and not case.torch):
@@ -522,7 +528,7 @@ def run_conformance(device: str = "cpu", ops: Sequence[str] | None = None, *, re
     Example::
 
         >>> run_conformance("cpu", ops=["gelu"])
-        [('gelu[2x3]', 'numpy'), ('gelu-tanh[2x3]', 'numpy')]
+        [('gelu[2x3]', 'torch'), ('gelu-tanh[2x3]', 'torch')]
     """
     results = []
     failures = []

@@ -56,8 +56,8 @@ def test_autograd_of_composed_function():
 
 def test_curve_fitting_with_adam():
     """The seed's polynomial fit: Adam(lr=0.1) for 1000 steps finds w close to [5, 0, 3] (doc: [4.99, 0.0004, 3.45])."""
-    optim = pytest.importorskip("corenn.optim")
-    functional = pytest.importorskip("corenn.nn.functional")
+    from corenn import optim
+    from corenn.nn import functional
     corenn.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # corenn.tensor(tensor) warns, as torch.tensor does

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 import corenn
-
-optim = pytest.importorskip("corenn.optim")
-
+from corenn import optim
 
 # ---------------------------------------------------------------------------------------------------------
 # §2 Encapsulate your model with Modules

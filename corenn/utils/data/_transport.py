@@ -14,6 +14,9 @@ garbage-collected, whatever happens to the workers or the loader.
 from __future__ import annotations
 
 import array
+import ctypes
+import errno
+import functools
 import io
 import mmap
 import os
@@ -53,10 +56,56 @@ def _pwrite_all(fd: int, buf, offset: int) -> None:
 
 
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # populate: one syscall, no page faults
+_MAP_PROT = mmap.PROT_READ | mmap.PROT_WRITE
 
 
-def _map(fd: int, size: int) -> mmap.mmap:
-    return mmap.mmap(fd, size, flags=_MAP_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+class _Mapping:
+    """A shared mapping that holds no file descriptor, as a numpy-readable buffer;
+    unmapped when the last array viewing it is collected.
+
+    Python's ``mmap.mmap`` keeps a duplicate of the descriptor for the mapping's
+    whole life, so every live batch would hold one and about a thousand of them
+    would exhaust ``ulimit -n``. The kernel keeps the mapping without the fd.
+    """
+
+    def __init__(self, fd: int, size: int, libc):
+        addr = libc.mmap(None, size, _MAP_PROT, _MAP_FLAGS, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot map a {size}-byte shared-memory batch: {os.strerror(err)}")
+        self._addr, self._size, self._munmap = addr, size, libc.munmap  # bound: usable at interpreter exit
+        self.__array_interface__ = {"data": (addr, False), "shape": (size,), "typestr": "|u1", "version": 3}
+
+    def __del__(self):
+        if getattr(self, "_addr", None) is not None:
+            self._munmap(self._addr, self._size)
+            self._addr = None
+
+
+@functools.lru_cache(maxsize=None)
+def _libc():
+    """The C library's mmap/munmap, or None where ctypes cannot reach them; loaded at the first batch."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        libc.munmap.restype = ctypes.c_int
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        return libc
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _map(fd: int, size: int) -> np.ndarray:
+    """The ``size`` bytes of shared memory ``fd`` as a uint8 array; ``fd`` may be closed afterwards."""
+    libc = _libc()
+    if libc is None:  # no C library to call: Python's mmap, which keeps a descriptor per batch
+        return np.frombuffer(mmap.mmap(fd, size, flags=_MAP_FLAGS, prot=_MAP_PROT), np.uint8)
+    return np.asarray(_Mapping(fd, size, libc))
 
 
 # --- pickling with arrays set aside ---------------------------------------------------
@@ -114,6 +163,18 @@ def pack(obj):
     return (buf.getvalue(), specs, None, offset), fd
 
 
+def _missing_fd_message() -> str:
+    # The kernel drops a passed descriptor (MSG_CTRUNC) when the receiver is at its limit.
+    try:
+        import resource
+        limit = f" (RLIMIT_NOFILE is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+    except (ImportError, OSError, ValueError):
+        limit = ""
+    return (f"the batch's shared-memory file descriptor did not arrive: this process has too many open "
+            f"files{limit}. Close files you no longer need, or raise the limit (`ulimit -n` in the shell, "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ...) in Python)")
+
+
 class _Unpickler(pickle.Unpickler):
     def __init__(self, file, objects):
         super().__init__(file)
@@ -128,6 +189,8 @@ def unpack(message, fd):
     body, specs, inline, size = message
     if inline is not None:
         arrays = inline
+    elif fd is None:
+        raise OSError(errno.EMFILE, _missing_fd_message())
     else:
         try:
             mm = _map(fd, size)
@@ -137,8 +200,8 @@ def unpack(message, fd):
         for off, dtype, shape, _ in specs:
             dt = np.dtype(dtype)
             count = int(np.prod(shape, dtype=np.int64))
-            arrays.append(np.frombuffer(mm, dt, count, off).reshape(shape) if count
-                          else np.empty(shape, dt))
+            arrays.append(mm[off:off + count * dt.itemsize].view(dt).reshape(shape)
+                          if count and dt.itemsize else np.empty(shape, dt))
         del mm  # the arrays keep the mapping alive, and free it with the last of them
     objects = []
     for arr, (_, _, _, kind) in zip(arrays, specs):

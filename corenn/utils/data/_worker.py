@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import pickle
 import random
 import signal
 import sys
@@ -90,17 +91,16 @@ def _seed_everything(base_seed: int, worker_id: int) -> int:
 
 def _error_info(exc: BaseException, worker_id: int, where: str) -> dict:
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    try:  # the class travels by reference; a class defined in a function cannot
-        exc_type = pickle_roundtrip(type(exc))
+    try:
+        # The class travels by reference, as bytes the main process loads by itself: a
+        # class it cannot import then costs only the type, never the message's slot.
+        # A class defined in a function cannot travel at all.
+        exc_type = pickle.dumps(type(exc))
+        pickle.loads(exc_type)
     except Exception:
         exc_type = None
     return {"type": exc_type, "type_name": type(exc).__qualname__, "worker_id": worker_id,
             "pid": os.getpid(), "where": where, "traceback": tb}
-
-
-def pickle_roundtrip(obj):
-    import pickle
-    return pickle.loads(pickle.dumps(obj))
 
 
 def worker_loop(sock, dataset_kind_iterable, dataset, auto_collation, collate_fn, drop_last,
@@ -173,6 +173,11 @@ def worker_loop(sock, dataset_kind_iterable, dataset, auto_collation, collate_fn
             _transport.send(sock, reply, fd)
         except OSError:
             break  # main process gone
+        except Exception as e:  # the reply could not be pickled: nothing was sent, so answer the task with that
+            try:
+                _transport.send(sock, ("error", task_epoch, send_idx, _error_info(e, worker_id, "sending the batch")))
+            except OSError:
+                break
         finally:
             if fd is not None:
                 os.close(fd)

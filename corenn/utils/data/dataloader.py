@@ -24,6 +24,7 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import socket
 import threading
@@ -67,17 +68,56 @@ class _KeyErrorMessage(str):
 def _rebuild_worker_exception(info: dict, batch: int) -> BaseException:
     msg = (f"Caught {info['type_name']} in DataLoader worker {info['worker_id']} (pid {info['pid']}) "
            f"while {info['where']} (batch {batch}).\nOriginal {info['traceback']}")
-    exc_type = info["type"]
+    try:  # the class travels pickled by reference, apart from the message, so that only it can fail here
+        exc_type = pickle.loads(info["type"]) if info["type"] is not None else None
+    except Exception:
+        exc_type = None
+    return _exception_like(exc_type, msg, info["worker_id"], info["pid"], info["where"])
+
+
+def _exception_like(exc_type, msg: str, worker_id: int, pid: int, where: str) -> BaseException:
+    """``exc_type(msg)`` with ``worker_id``, ``worker_pid`` and ``where`` set; a WorkerError if
+    the type cannot be built from a message."""
     exc = None
-    if exc_type is not None:
+    if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
         try:
             exc = exc_type(_KeyErrorMessage(msg) if issubclass(exc_type, KeyError) else msg)
         except Exception:
             exc = None  # a constructor that wants other arguments
     if exc is None:
         exc = WorkerError(msg)
-    exc.worker_id, exc.worker_pid, exc.where = info["worker_id"], info["pid"], info["where"]
+    exc.worker_id, exc.worker_pid, exc.where = worker_id, pid, where
     return exc
+
+
+class _LostBatch:
+    """A batch that arrived but could not be rebuilt in the main process (it failed to
+    unpickle, or its shared memory could not be mapped). It takes its slot in the batch
+    order, so the error is raised in turn and the iterator goes on with the next batch."""
+
+    def __init__(self, exc: BaseException, worker_id: int, pid: int):
+        self.exc, self.worker_id, self.pid = exc, worker_id, pid
+
+    def exception(self, batch: int) -> BaseException:
+        exc = self.exc
+        where = f"rebuilding batch {batch} received from DataLoader worker {self.worker_id} (pid {self.pid}) " \
+                f"in the main process"
+        if not isinstance(exc, Exception):
+            # An interrupt was raised when it happened; raising it again for the lost batch
+            # would interrupt twice.
+            err = WorkerError(f"batch {batch} was lost: {type(exc).__name__} while {where}")
+            err.__cause__ = exc
+            exc = err
+        else:
+            # The original exception itself, so nothing about it is lost (type, errno, attributes).
+            note = f"(while {where}; the batch is lost, the iterator goes on with the next one)"
+            if hasattr(exc, "add_note"):  # Python 3.11+; 3.10 keeps the where attribute only
+                exc.add_note(note)
+        try:
+            exc.worker_id, exc.worker_pid, exc.where = self.worker_id, self.pid, where
+        except AttributeError:  # an exception class with __slots__
+            pass
+        return exc
 
 
 # --- bookkeeping shared by all loaders --------------------------------------------------
@@ -370,6 +410,7 @@ class _MultiProcessIter(_BaseIter):
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
         self._shutdown = False
+        self._deferred_error = None  # raised by the next call (see _process_data and _receive)
         self._owner_pid = os.getpid()
         self._epoch = 0
         self._workers, self._socks = [], []
@@ -419,6 +460,7 @@ class _MultiProcessIter(_BaseIter):
         dataset iterators. Results still in flight from an abandoned epoch
         carry the old epoch number and are dropped on arrival."""
         super()._reset(loader)
+        self._deferred_error = None  # it belonged to the abandoned epoch
         self._epoch += 1
         self._base_seed = _core.draw_seed(loader.generator)
         for wid in range(self._num_workers):
@@ -457,6 +499,9 @@ class _MultiProcessIter(_BaseIter):
     # -- receiving -----------------------------------------------------------------------
 
     def _next_data(self):
+        if self._deferred_error is not None:
+            err, self._deferred_error = self._deferred_error, None
+            raise err
         if self._shutdown:
             raise StopIteration
         while True:
@@ -494,9 +539,17 @@ class _MultiProcessIter(_BaseIter):
 
     def _process_data(self, data, wid, idx):
         self._workers_num_tasks[wid] -= 1
-        self._try_put_index()
+        try:
+            self._try_put_index()
+        except Exception as exc:
+            if self._shutdown:  # a worker died: WorkerDiedError, and the loader has stopped
+                raise
+            # The sampler raised: this batch is still delivered, the error comes with the next call.
+            self._deferred_error = exc
         if isinstance(data, _WorkerFailure):
             raise _rebuild_worker_exception(data.info, idx)
+        if isinstance(data, _LostBatch):
+            raise data.exception(idx)
         return data
 
     def _get_data(self):
@@ -534,14 +587,38 @@ class _MultiProcessIter(_BaseIter):
             msg, fd = _transport.recv(self._socks[wid])
         except (EOFError, OSError):
             raise _Gone from None
+        except Exception as exc:
+            # Messages hold only builtins and arrays, so this is a bug rather than bad data; the
+            # stream is still in step, but which batch the message answered is unknown: stop.
+            self._raise_broken(wid, exc)
+        except BaseException as exc:
+            # Ctrl-C part way through a message: the stream is out of step, so nothing more can
+            # be read from it. Stop now, and say so at the next call rather than end silently.
+            pid = self._workers[wid].pid
+            self._shutdown_workers()
+            err = WorkerError(f"DataLoader: interrupted ({type(exc).__name__}) while receiving a message from "
+                              f"worker {wid} (pid {pid}); the iterator has stopped")
+            err.worker_id, err.worker_pid, err.where = wid, pid, "receiving its message in the main process"
+            self._deferred_error = err
+            raise
         kind, epoch, idx = msg[0], msg[1], msg[2]
         if epoch != self._epoch:
             if fd is not None:
                 os.close(fd)
             return None
-        if kind == "batch":
-            return idx, wid, _transport.unpack(msg[3], fd)
-        return idx, wid, (_STOP if kind == "stop" else _WorkerFailure(msg[3]))
+        if kind != "batch":
+            return idx, wid, (_STOP if kind == "stop" else _WorkerFailure(msg[3]))
+        try:
+            data = _transport.unpack(msg[3], fd)
+        except BaseException as exc:
+            data = _LostBatch(exc, wid, self._workers[wid].pid)
+            if not isinstance(exc, Exception):
+                # Ctrl-C while unpickling: the batch's slot still gets its answer, so the
+                # next call raises for it instead of waiting for a batch that will not come.
+                self._task_info[idx] += (data,)
+                self._tasks_outstanding -= 1
+                raise
+        return idx, wid, data
 
     def _drain(self, wid):
         """Whatever a dead worker managed to send before dying, one message at a time."""
@@ -590,6 +667,15 @@ class _MultiProcessIter(_BaseIter):
         err = WorkerDiedError(msg)
         err.worker_id, err.pid, err.exitcode = wid, pid, code
         raise err
+
+    def _raise_broken(self, wid, exc):
+        pid = self._workers[wid].pid
+        self._shutdown_workers()
+        err = WorkerError(f"DataLoader: a message from worker {wid} (pid {pid}) could not be read "
+                          f"({type(exc).__name__}: {exc}); which batch it carried is unknown, so the "
+                          f"iterator has stopped")
+        err.worker_id, err.worker_pid, err.where = wid, pid, "reading its message in the main process"
+        raise err from exc
 
     def _raise_timeout(self):
         info = self._task_info.get(self._rcvd_idx)
