@@ -27,7 +27,8 @@ import textwrap
 
 __all__ = ["main"]
 
-_ENV_SWITCHES = ("CORENN_DISABLE_PLUGIN_AUTOLOAD", "CORENN_PLUGINS", "CORENN_STRICT_PLUGINS", "CORENN_TRACE_PLUGINS")
+_ENV_SWITCHES = ("CORENN_DISABLE_PLUGIN_AUTOLOAD", "CORENN_PLUGINS", "CORENN_STRICT_PLUGINS", "CORENN_TRACE_PLUGINS",
+                 "CORENN_CHECK_KERNELS")
 _KERNELS_SHOWN = 8  # a plugin's kernels listed one by one up to this many; more are summarised
 
 
@@ -98,6 +99,8 @@ def cmd_plugins(as_json: bool, out) -> int:
             kernel_lines[0] += "  -- not dispatched while " + record.status
         for line in kernel_lines:
             out.write(line + "\n")
+        for line in record.detached:  # failed at run time and taken out; the rest of the plugin still runs
+            out.write(f"  detached: {line}\n")
         if record.import_paths:
             out.write("  import paths:\n")
             for path, target in sorted(record.import_paths.items()):
@@ -121,12 +124,16 @@ def _info() -> dict:
     import corenn
     from corenn import dispatch, plugins
 
-    devices = []
+    devices, available = [], []
     for backend in dispatch.backends:
         try:
             count = backend.device_count()
-        except Exception as error:
-            count = f"error: {type(error).__name__}: {error}"
+            available += [backend.type] if backend.default_index is None else [
+                f"{backend.type}:{i}" for i in range(count)]
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # a plugin's backend, even one calling sys.exit(): info must complete
+            count = f"error: {plugins._describe(error)}"
         devices.append({"type": backend.type, "count": count, "provider": backend.source,
                         "description": backend.description})
     return {
@@ -136,7 +143,7 @@ def _info() -> dict:
         "numpy": np.__version__,
         "blas": _blas(),
         "devices": devices,
-        "available_devices": dispatch.available_devices(),
+        "available_devices": available,  # as dispatch.available_devices(), without a failing backend
         "environment": {name: os.environ[name] for name in _ENV_SWITCHES if name in os.environ},
         "plugins": [{"name": r.name, "distribution": r.distribution, "version": r.version, "status": r.status,
                      "reason": r.reason} for r in plugins.list_plugins()],

@@ -16,7 +16,8 @@ Three kinds of hooks:
 - *registration* hooks run once per plugin, when it loads, and hand corenn
   objects to keep (backends, kernels, process-group backends, FX leaf rules,
   module-state handlers, op observers, import paths). Their answers are checked: a
-  malformed answer marks the plugin *failed* and nothing of it stays
+  malformed answer, or any exception but KeyboardInterrupt (``sys.exit()``
+  included), marks the plugin *failed* and nothing of it stays
   registered. Raising :class:`corenn.plugins.PluginUnavailable` from any of
   them marks the plugin *unavailable* (cannot run on this machine) instead.
 - *information* hooks run when asked (``python -m corenn info``).
@@ -82,6 +83,12 @@ def corenn_register_kernels() -> Iterable[KernelRegistration]:
     with the highest ``priority`` for (op, device type) runs,
     ``device_type="*"`` matching any numpy-API backend, earlier registration
     winning ties. The core's kernels have priority 0, so priority >= 1 overrides.
+    The kernel's ``num_outputs`` and ``differentiable`` must be the core kernel's
+    (else the plugin fails). The first call of each plugin kernel on each device
+    type is checked: output shapes and dtypes against the core kernel's on the
+    same inputs; a kernel that differs is detached with a warning naming the
+    plugin and both, and the op falls back (``CORENN_CHECK_KERNELS=1`` checks
+    every call).
     """
 
 
@@ -114,6 +121,8 @@ def corenn_fx_leaf_modules() -> Iterable[Callable[[Any, str], bool | None]]:
     First answer wins: no. Any rule answering True makes the module a leaf,
     whatever the other rules say; otherwise any False traces through it; with
     neither, the tracer's own rule decides (standard corenn layers are leaves).
+    A rule that raises is detached, with a warning naming the plugin, and
+    tracing goes on.
     """
 
 
@@ -133,6 +142,8 @@ def corenn_module_state_handlers() -> Iterable[Any]:
     First answer wins: no, every handler runs, in registration order.
     Called by ``corenn.nn.Module.state_dict`` (after each module's own entries) and
     ``load_state_dict`` (before each module reads its entries), for every module.
+    A handler that raises is detached, with a warning naming the plugin, and
+    the call goes on: one broken plugin does not break every model's state_dict().
     """
 
 
@@ -149,7 +160,8 @@ def corenn_op_observers() -> Iterable[Any]:
     An active observer slows every op; with none the dispatcher pays one
     truthiness test.
     First answer wins: no, every observer is called (``op_start`` in
-    registration order, ``op_end`` in reverse).
+    registration order, ``op_end`` in reverse). An observer that raises is
+    detached, with a warning naming the plugin, and the op goes on.
     """
 
 
@@ -184,7 +196,7 @@ def corenn_info_lines() -> Iterable[str]:
     Receives: nothing.
     Returns: an iterable of strings, shown under the plugin's name.
     First answer wins: no, every plugin's lines are shown; a plugin whose
-    hook raises gets one line naming the error instead.
+    hook raises (even ``SystemExit``) gets one line naming the error instead.
     """
 
 

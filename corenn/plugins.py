@@ -8,12 +8,17 @@ environment steers loading:
 - ``CORENN_PLUGINS=a,b``: load only the named entry points (or distributions);
 - ``CORENN_STRICT_PLUGINS=1``: a failing plugin raises :class:`PluginError`
   instead of being skipped with a :class:`PluginWarning` (for plugin authors);
-- ``CORENN_TRACE_PLUGINS=1``: print loading steps and every hook call to stderr.
+- ``CORENN_TRACE_PLUGINS=1``: print loading steps and every hook call to stderr;
+- ``CORENN_CHECK_KERNELS=1``: check every call of a plugin kernel against the core
+  kernel's output shapes and dtypes, not only the first (:mod:`corenn._kernel_check`).
 
-A plugin that fails -- its import raises, a registration hook raises or returns
-something malformed, a hookimpl matches no hookspec -- is reported once as a
-warning naming the plugin, its distribution and the cause; it is skipped (nothing
-of it stays registered) and listed as ``failed``. A plugin that raises
+A plugin that fails -- its import raises (anything but KeyboardInterrupt, ``sys.exit()``
+included), a registration hook raises or returns something malformed, a hookimpl
+matches no hookspec -- is reported once as a warning naming the plugin, its
+distribution and the cause; it is skipped (nothing of it stays registered) and listed
+as ``failed``. What an active plugin handed over and that fails later (an op
+observer, a module-state handler, an FX leaf rule, a kernel's output) is detached
+the same way and listed in its record's ``detached``. A plugin that raises
 :class:`PluginUnavailable` (no GPU, no MPI) is listed as ``unavailable`` with its
 reason, without a warning. ``corenn.plugins.register(obj)`` adds a plugin at run
 time (tests, notebooks); see also ``corenn.testing.register_plugin``.
@@ -92,6 +97,9 @@ class PluginRecord:
     but not loaded because of ``CORENN_DISABLE_PLUGIN_AUTOLOAD`` / ``CORENN_PLUGINS``,
     or loaded and turned off by :func:`disable`) or ``pending`` (its module was still
     being imported, see :func:`finish_pending`); ``reason`` says why for all but ``active``.
+    ``detached`` lists what of an active plugin was taken out because it failed at run time
+    (an op observer or a module-state handler that raised, a kernel whose output had the
+    wrong shape or dtype), one line each, as the warning said.
 
     Example::
 
@@ -115,6 +123,7 @@ class PluginRecord:
     state_handlers: list = attrs.field(factory=list, repr=False)
     op_observers: list = attrs.field(factory=list, repr=False)
     import_paths: dict = attrs.Factory(dict)
+    detached: list = attrs.Factory(list)
 
     def to_dict(self) -> dict:
         """A JSON-friendly summary (what ``python -m corenn plugins --json`` prints for this plugin)."""
@@ -126,6 +135,7 @@ class PluginRecord:
             "process_group_backends": list(self.process_group_backends),
             "fx_leaf_rules": len(self.fx_leaf_rules), "module_state_handlers": len(self.state_handlers),
             "op_observers": len(self.op_observers), "import_paths": dict(self.import_paths),
+            "detached": list(self.detached),
         }
 
 
@@ -201,15 +211,33 @@ def _fail(record: PluginRecord, reason: str, status: str = "failed") -> None:
     _trace(f"plugin {record.name} {status}: {reason}")
     if status != "failed":
         return
-    where = f"distribution {record.distribution}" if record.distribution else "registered at run time"
-    message = f"corenn plugin {record.name!r} ({where}) failed and was skipped: {reason}"
+    message = f"corenn plugin {record.name!r} ({_origin(record)}) failed and was skipped: {reason}"
     if _env_flag(ENV_STRICT):
         raise PluginError(message.replace(" and was skipped", "") + f" [{ENV_STRICT} is set]")
     warnings.warn(message, PluginWarning, stacklevel=4)
 
 
+def _origin(record: PluginRecord | None) -> str:
+    return f"distribution {record.distribution}" if record is not None and record.distribution else \
+        "registered at run time"
+
+
 def _describe(error: BaseException) -> str:
-    return "".join(traceback.format_exception_only(type(error), error)).strip()
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    if isinstance(error, SystemExit):  # from a library, "SystemExit: 3" alone reads like corenn's own exit
+        text += " (the plugin called sys.exit())"
+    return text
+
+
+# Plugin code runs inside ``try: ... except KeyboardInterrupt: raise / except BaseException``: a plugin
+# that calls sys.exit() or raises a BaseException subclass (GeneratorExit included) is contained like
+# any other failure -- it must not end the program that merely imported corenn -- while Ctrl-C still
+# stops it.
+
+
+def _interrupted(record: PluginRecord) -> None:
+    # Ctrl-C propagates; a program that catches it must not find the plugin listed as active.
+    record.status, record.reason, record.plugin = "failed", "loading was interrupted (KeyboardInterrupt)", None
 
 
 # -- the three loading phases ----------------------------------------------------------------------------------------
@@ -219,15 +247,26 @@ def _describe(error: BaseException) -> str:
 # 3. call the registration hooks and keep what they return.
 
 def _phase_register(plugin, record: PluginRecord) -> bool:
-    unmarked = [name for name in dir(plugin) if name.startswith("corenn_") and callable(getattr(plugin, name, None))
-                and manager.parse_hookimpl_opts(plugin, name) is None]
+    try:  # dir() and getattr() run the plugin's code when it is an object with __dir__ / __getattr__
+        unmarked = [name for name in dir(plugin) if name.startswith("corenn_")
+                    and callable(getattr(plugin, name, None)) and manager.parse_hookimpl_opts(plugin, name) is None]
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        _fail(record, _describe(error))
+        return False
     if unmarked:
         _fail(record, f"{', '.join(unmarked)} not decorated with @corenn.hookimpl, so corenn would never call "
                       f"{'them' if len(unmarked) > 1 else 'it'}")
         return False
     try:
-        manager.register(plugin, name=record.name)
-    except Exception as error:  # a hookimpl asking for arguments its spec lacks, a duplicate, ...
+        manager.register(plugin, name=record.name)  # calls the plugin's corenn_add_hookspecs (a historic hook)
+    except KeyboardInterrupt:
+        if manager.is_registered(plugin):
+            manager.unregister(plugin)
+        _interrupted(record)
+        raise
+    except BaseException as error:  # a hookimpl asking for arguments its spec lacks, a duplicate, sys.exit(), ...
         if manager.is_registered(plugin):
             manager.unregister(plugin)
         _fail(record, _describe(error))
@@ -310,6 +349,7 @@ def _phase_activate(plugin, record: PluginRecord) -> None:
             if not isinstance(registration.op, str) or not isinstance(registration.device_type, str):
                 raise TypeError(f"kernel registration {registration!r} needs string op and device_type")
             _check_op_name(registration.op)
+            _check_kernel_attributes(registration)
         if not _deferring_device_checks:
             _check_device_types(registrations)
         for registration in registrations:
@@ -361,7 +401,11 @@ def _phase_activate(plugin, record: PluginRecord) -> None:
         _undo(plugin, record)
         _fail(record, str(why) or "unavailable on this machine", status="unavailable")
         return
-    except Exception as error:
+    except KeyboardInterrupt:
+        _undo(plugin, record)
+        _interrupted(record)
+        raise
+    except BaseException as error:
         _undo(plugin, record)
         _fail(record, _describe(error))
         return
@@ -391,6 +435,18 @@ def _check_op_name(op: str) -> None:
     raise ValueError(f"corenn_register_kernels: op {op!r} is not a corenn op" + (f" (did you mean {close[0]!r}?)"
                      if close else "") + "; a plugin registers kernels for the core's ops only (docs/kernels.md "
                      "lists them)")
+
+
+def _check_kernel_attributes(registration) -> None:
+    """The dispatcher reads ``num_outputs`` and ``differentiable`` off the kernel: they must be the core's."""
+    from corenn.ops._kernel import CORE_KERNELS
+
+    kernel, core = registration.kernel, CORE_KERNELS[registration.op]
+    if (kernel.num_outputs, kernel.differentiable) != (core.num_outputs, core.differentiable):
+        raise TypeError(f"corenn_register_kernels: kernel {kernel.__name__} for op {registration.op!r} has "
+                        f"num_outputs={kernel.num_outputs} and differentiable={kernel.differentiable}; the core's "
+                        f"{registration.op} kernel has {core.num_outputs} and {core.differentiable} (subclass "
+                        f"corenn.kernels.core_kernel({registration.op!r}) to keep them)")
 
 
 def _unknown_device_type(registrations) -> str | None:
@@ -672,7 +728,10 @@ def _load_entry_points() -> None:
         except PluginUnavailable as why:
             _fail(record, str(why) or "unavailable on this machine", status="unavailable")
             continue
-        except Exception as error:
+        except KeyboardInterrupt:
+            _interrupted(record)
+            raise
+        except BaseException as error:
             _fail(record, f"import failed: {_describe(error)}")
             continue
         if _still_importing(plugin):
@@ -901,7 +960,9 @@ def info_lines() -> list[tuple[PluginRecord, list[str]]]:
             continue
         try:
             lines = [str(line) for answer in _answers(record.plugin, "corenn_info_lines") for line in answer]
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
             lines = [f"(corenn_info_lines failed: {_describe(error)})"]
         result.append((record, lines))
     return result
@@ -946,6 +1007,111 @@ def process_group_backends() -> dict[str, Callable]:
         ['mpi', 'nccl']
     """
     return {pg_name: factory for pg_name, (factory, _) in _process_group_backends.items()}
+
+
+# -- plugin code that fails at run time -------------------------------------------------------------------------------
+# What a plugin handed over at registration runs later, inside the user's ops, state_dict() calls and
+# traces. When it raises (anything but KeyboardInterrupt), that one contribution is detached -- the
+# rest of the plugin stays active -- with one PluginWarning naming the plugin; strict mode raises
+# PluginError instead, after detaching it all the same.
+
+def _runtime_failure(source: str, what: str, error: BaseException | None, detached: str, went_on: str) -> None:
+    """Report that ``what`` of plugin ``source`` failed and was detached (warn; strict mode raises PluginError)."""
+    record = records.get(source)
+    message = f"{what}: {_describe(error)}; {detached}" if error is not None else f"{what}; {detached}"
+    strict = _env_flag(ENV_STRICT)
+    if not strict:
+        message += f", {went_on}"
+    if record is not None:
+        record.detached.append(message)
+    _trace(f"plugin {source}: {message}")
+    message = f"corenn plugin {source!r} ({_origin(record)}): {message}"
+    if strict:
+        raise PluginError(f"{message} [{ENV_STRICT} is set]") from error
+    warnings.warn(message, PluginWarning, stacklevel=_outside_corenn())
+
+
+_CORENN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _outside_corenn() -> int:
+    """The ``stacklevel`` of the caller's first frame outside corenn: a warning points at the user's line."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_CORENN_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _observer_failed(observer, method: str, op_name: str, error: BaseException) -> bool:
+    """Contain an exception from ``observer.<method>``: True if a plugin's observer was detached (the op goes on).
+
+    False for KeyboardInterrupt and for observers added with :func:`observe_ops`: the
+    caller re-raises those, as documented there.
+    """
+    if isinstance(error, KeyboardInterrupt):
+        return False
+    record = next((r for r in list(records.values()) if any(o is observer for o in r.op_observers)), None)
+    if record is None:
+        return False
+    _remove_observer(observer)
+    record.op_observers = [o for o in record.op_observers if o is not observer]  # enable() must not bring it back
+    _runtime_failure(record.name, f"its op observer {type(observer).__name__} raised in {method} (op {op_name!r})",
+                     error, "the observer was detached", "the op went on")
+    return True
+
+
+_STATE_CALLERS = {"state_dict_post": "state_dict()", "load_state_dict_pre": "load_state_dict()"}
+
+
+def _run_module_state_handlers(method: str, module, state_dict, prefix: str) -> None:
+    """Call ``method`` (``state_dict_post`` / ``load_state_dict_pre``) of every active plugin's state handler.
+
+    ``corenn.nn.Module.state_dict`` and ``load_state_dict`` call this for every module; a
+    handler that raises is detached (see :func:`_runtime_failure`), so one broken plugin does
+    not break every model's state_dict().
+    """
+    if not _state_handlers:
+        return
+    for handler, source in list(_state_handlers):  # a failing handler leaves the list while it is walked
+        if source in _disabled_sources:
+            continue
+        try:
+            call = getattr(handler, method, None)
+            if call is not None:
+                call(module, state_dict, prefix)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            _state_handlers[:] = [(h, s) for h, s in _state_handlers if h is not handler]
+            record = records.get(source)
+            if record is not None:
+                record.state_handlers = [h for h in record.state_handlers if h is not handler]
+            _runtime_failure(source, f"its module-state handler {type(handler).__name__} raised in {method} "
+                                     f"({type(module).__name__} at prefix {prefix!r})", error,
+                             "the handler was detached", f"{_STATE_CALLERS.get(method, method)} went on")
+
+
+def _contained_fx_leaf_rules() -> list[Callable[[Any, str], bool | None]]:
+    """:func:`fx_leaf_module_rules`, each wrapped so that a rule that raises is detached and answers None."""
+    return [_contained_rule(rule, source) for rule, source in _fx_rules if source not in _disabled_sources]
+
+
+def _contained_rule(rule, source: str) -> Callable[[Any, str], bool | None]:
+    def ask(module, qualified_name):
+        try:
+            return rule(module, qualified_name)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            _fx_rules[:] = [(r, s) for r, s in _fx_rules if r is not rule]
+            record = records.get(source)
+            if record is not None:
+                record.fx_leaf_rules = [r for r in record.fx_leaf_rules if r is not rule]
+            _runtime_failure(source, f"its FX leaf rule {getattr(rule, '__name__', type(rule).__name__)} raised for "
+                                     f"module {qualified_name!r} ({type(module).__name__})", error,
+                             "the rule was detached", "tracing went on")
+            return None
+    return ask
 
 
 # -- op observation ----------------------------------------------------------------------------------------------------
@@ -1002,8 +1168,10 @@ def observe_ops(observer) -> ObserverHandle:
     ``arrays`` are the raw input arrays (and plain arguments), ``out`` the raw result
     (a tuple for multi-output ops); ``device`` is a ``corenn.device``. Observers
     nest: ``op_start`` runs in the order they were added, ``op_end`` in reverse. An
-    exception from an observer propagates to the op's caller. With no observer the
-    dispatcher pays one truthiness test per op.
+    exception from an observer added here propagates to the op's caller, as a hook's
+    does in PyTorch: it is the caller's own code. (A plugin's observers, from
+    ``corenn_op_observers``, are contained instead: one that raises is detached with a
+    :class:`PluginWarning`.) With no observer the dispatcher pays one truthiness test per op.
 
     Example::
 

@@ -180,7 +180,7 @@ def _keyed_code(key: int, name: str, qualname: str):
 
 def _leaf_rules():
     import corenn.plugins
-    return corenn.plugins.fx_leaf_module_rules()
+    return corenn.plugins._contained_fx_leaf_rules()  # a rule that raises is detached, with a warning
 
 
 class Tracer:

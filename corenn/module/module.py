@@ -1033,10 +1033,8 @@ class Module:
         for hook in self._state_dict_pre_hooks.values():
             hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
-        for handler in _plugins.module_state_handlers():  # plugins' state on this module (hookspecs.py)
-            post = getattr(handler, "state_dict_post", None)
-            if post is not None:
-                post(self, destination, prefix)
+        # Plugins' state on this module (hookspecs.py); a handler that raises is detached, with a warning.
+        _plugins._run_module_state_handlers("state_dict_post", self, destination, prefix)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
@@ -1052,10 +1050,7 @@ class Module:
         """
         for hook in self._load_state_dict_pre_hooks.values():
             hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
-        for handler in _plugins.module_state_handlers():
-            pre = getattr(handler, "load_state_dict_pre", None)
-            if pre is not None:
-                pre(self, state_dict, prefix)
+        _plugins._run_module_state_handlers("load_state_dict_pre", self, state_dict, prefix)
         assign = local_metadata.get("assign_to_params_buffers", False)
         local = [(name, value) for name, value in self._parameters.items() if value is not None]
         local += [(name, value) for name, value in self._buffers.items()

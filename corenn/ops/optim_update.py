@@ -89,6 +89,7 @@ class SGDUpdate(Op):
     """
 
     differentiable = False
+    mutates_inputs = True
 
     @staticmethod
     def forward(ctx, params, grads, momentum_buffers, *, lr: float, momentum: float, dampening: float,
@@ -137,6 +138,7 @@ class AdamUpdate(Op):
     """
 
     differentiable = False
+    mutates_inputs = True
 
     @staticmethod
     def forward(ctx, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, amsgrad: bool, beta1: float,
