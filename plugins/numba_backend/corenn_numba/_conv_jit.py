@@ -17,7 +17,58 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from corenn_numba._checks import array, entry, fail, floats, integer, integers, work_range
+
 _jit = numba.njit(cache=True)
+
+
+# Argument checks (see corenn_numba._checks): the loops below index the images and columns with the
+# geometry they are given, so the arrays' shapes must agree with it.
+
+def check_windows_fit(function, height, width, kh, kw, ph, pw, dh, dw):
+    """A (dilated) kernel no larger than the padded image: what bounds every buffer sized by the kernel.
+
+    The padding after may exceed the one before by 1 (``'same'`` with an even kernel).
+    """
+    if dh * (kh - 1) > height + 2 * ph or dw * (kw - 1) > width + 2 * pw:
+        fail(function, f"a {kh}x{kw} kernel (dilation {dh}, {dw}) does not fit the {height}x{width} image padded "
+                       f"by ({ph}, {pw})")
+
+
+def _check_col2im(cols, n0, n1, out, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    f = "col2im"
+    dtype = floats(f, "out", out, ndim=4, writeable=True)
+    integers(f, "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
+    integers(f, "ph pw out_h out_w", (ph, pw, out_h, out_w), 0)
+    check_windows_fit(f, out.shape[2], out.shape[3], kh, kw, ph, pw, dh, dw)
+    integer(f, "n0", n0, 0, out.shape[0])
+    integer(f, "n1", n1, n0, out.shape[0])
+    array(f, "cols", cols, dtype, ndim=2, writeable=True)  # scratch: the stride-1 path zeroes parts of it
+    if cols.shape[0] != out.shape[1] * kh * kw or cols.shape[1] < (n1 - n0) * out_h * out_w:
+        fail(f, f"argument 'cols' must have {out.shape[1] * kh * kw} rows of at least {(n1 - n0) * out_h * out_w} "
+                f"columns, got shape {cols.shape}")
+
+
+def _check_to_chunk(src, n0, n1, dst):
+    dtype = floats("to_chunk", "src", src, ndim=3)
+    integer("to_chunk", "n0", n0, 0, src.shape[0])
+    integer("to_chunk", "n1", n1, n0, src.shape[0])
+    array("to_chunk", "dst", dst, dtype, (src.shape[1], (n1 - n0) * src.shape[2]), writeable=True)
+
+
+def _check_weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    f = "weight_grad_by_dots"
+    dtype = floats(f, "x", x, ndim=4)
+    integers(f, "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
+    integers(f, "ph pw out_h out_w", (ph, pw, out_h, out_w), 0)
+    check_windows_fit(f, x.shape[2], x.shape[3], kh, kw, ph, pw, dh, dw)
+    array(f, "grad", grad, dtype, ndim=3)
+    if grad.shape != (x.shape[0], grad.shape[1], out_h * out_w):
+        fail(f, f"argument 'grad' must have shape ({x.shape[0]}, O, {out_h * out_w}), got {grad.shape}")
+    groups = integer(f, "groups", groups, 1)
+    if x.shape[1] % groups or grad.shape[1] % groups:
+        fail(f, f"{x.shape[1]} input and {grad.shape[1]} output channels do not split into {groups} groups")
+    work_range(f, first, last, x.shape[0])
 
 
 @_jit
@@ -114,7 +165,7 @@ def _shifted_add(src, dst, off_h, off_w, height, width, out_h, lo, hi):
 
 
 @_jit
-def im2col(x, n0, n1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+def _im2col(x, n0, n1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
     """Images ``x[n0:n1]`` (N, C, H, W) -> ``cols`` (C*kh*kw, (n1-n0)*out_h*out_w), zeros outside x."""
     channels, height, width = x.shape[1], x.shape[2], x.shape[3]
     plane = out_h * out_w
@@ -142,9 +193,10 @@ def im2col(x, n0, n1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
                         _copy_strided(dst[lo:hi], image[ih, lo * sw + off_w:], sw)
 
 
+@entry(_check_col2im)
 @_jit
 def col2im(cols, n0, n1, out, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
-    """Adjoint of ``im2col``: add ``cols`` back into ``out[n0:n1]`` (N, C, H, W); ``out`` is not zeroed here.
+    """Adjoint of ``_im2col``: add ``cols`` back into ``out[n0:n1]`` (N, C, H, W); ``out`` is not zeroed here.
 
     ``cols`` is scratch: the stride-1 path zeroes its wrapped-around elements.
     """
@@ -169,6 +221,7 @@ def col2im(cols, n0, n1, out, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
                         _add_strided(image[ih, lo * sw + off_w:], block[y * out_w + lo:y * out_w + hi], sw)
 
 
+@entry(_check_to_chunk)
 @_jit
 def to_chunk(src, n0, n1, dst):
     """(N, O, L) images ``src[n0:n1]`` -> ``dst`` (O, (n1-n0)*L): the layout BLAS gives and takes."""
@@ -187,6 +240,7 @@ def _dot(a, b):
     return total
 
 
+@entry(_check_weight_grad_by_dots)
 @numba.njit(cache=True, nogil=True)
 def weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
     """The weight gradient from images ``first .. last`` as dot products: (groups, O/g, C/g*kh*kw).
@@ -194,7 +248,7 @@ def weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh
     For convs with few input channels (a network's first layer, on 1 or 3 channels) the
     product grad (O, L) @ cols.T (L, C*kh*kw) has a handful of columns: one dot product of
     two image-long rows per (output channel, kernel tap) beats packing it for a matrix
-    kernel or handing it to BLAS. Each image's columns are built by ``im2col`` into a buffer
+    kernel or handing it to BLAS. Each image's columns are built by ``_im2col`` into a buffer
     that stays in cache. Returns this slice's partial sum; the caller adds the slices.
     """
     channels = x.shape[1]
@@ -204,7 +258,7 @@ def weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh
     cols = np.empty((rows, out_h * out_w), dtype=x.dtype)
     result = np.zeros((groups, o_per_group, rows_per_group), dtype=x.dtype)
     for b in range(first, last):
-        im2col(x, b, b + 1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+        _im2col(x, b, b + 1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
         for g in range(groups):
             for o in range(o_per_group):
                 gradient = grad[b, g * o_per_group + o]

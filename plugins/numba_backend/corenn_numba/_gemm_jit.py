@@ -17,7 +17,7 @@ in which everything else (packing the operands into the order the kernel reads t
 edges, threads) is ordinary numba code. On Zen 5 one core runs it at about 170 GFLOP/s
 (float32), where numpy's BLAS gets about 100 per core.
 
-The convolution does not build an im2col matrix at all: ``pack_columns`` writes the im2col
+The convolution does not build an im2col matrix at all: ``_pack_columns`` writes the im2col
 columns of ``NR`` output pixels straight into the packed panel the kernel reads, a panel
 that stays in the core's cache while every block of output channels is computed from it.
 Work items (image, group, block of pixels) are split over threads by ``corenn_numba._threads``;
@@ -34,7 +34,8 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from corenn_numba._conv_jit import _add, _copy, _copy_strided, _inside, _zero, im2col
+from corenn_numba._checks import array, entry, fail, floats, integer, integers, work_range
+from corenn_numba._conv_jit import _add, _copy, _copy_strided, _im2col, _inside, _zero, check_windows_fit
 
 
 def _target_features() -> str:
@@ -145,8 +146,143 @@ _jit = numba.njit(cache=True)
 _jit_nogil = numba.njit(cache=True, nogil=True)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Argument checks (see corenn_numba._checks). The microkernel reads its operands through raw pointers, so
+# what the drivers below index with -- every array's shape, the packed panels' sizes, the tile width
+# ``columns`` (the kernel stores MR x nr(dtype) elements) and the geometry of the padded input that the
+# implicit GEMM reads in place -- is checked against the arrays before a driver runs.
+# ---------------------------------------------------------------------------------------------------------
+
+def _flag(function, name, value):
+    if type(value) is not bool:
+        raise TypeError(f"{function}(): argument '{name}' must be a bool, not {type(value).__name__}")
+
+
+def _check_columns(function, columns, dtype):
+    integer(function, "columns", columns, nr(dtype), nr(dtype))
+
+
+def _check_bias(function, bias, has_bias, dtype, size):
+    _flag(function, "has_bias", has_bias)
+    array(function, "bias", bias, dtype, (size,) if has_bias else None, ndim=1)
+
+
+def _check_groups(function, channels, out_channels, groups):
+    groups = integer(function, "groups", groups, 1)
+    if channels % groups or out_channels % groups:
+        fail(function, f"{channels} input and {out_channels} output channels do not split into {groups} groups")
+    return groups
+
+
+def _check_weight_panels(function, weight_panels, dtype, channels, out_channels, kh, kw):
+    """``weight_panels`` as ``pack_weight`` makes them: (groups, row blocks, depth*MR); returns groups."""
+    array(function, "weight_panels", weight_panels, dtype, ndim=3)
+    groups = _check_groups(function, channels, out_channels, weight_panels.shape[0])
+    expected = (groups, -(-(out_channels // groups) // MR), channels // groups * kh * kw * MR)
+    if weight_panels.shape != expected:
+        fail(function, f"argument 'weight_panels' must have shape {expected} for {channels} input and "
+                       f"{out_channels} output channels under a {kh}x{kw} kernel, got {weight_panels.shape}")
+    return groups
+
+
+def _check_conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh, kw, sh, sw, ph, pw, dh, dw,
+                        out_h, out_w):
+    f = "conv_forward"
+    dtype = floats(f, "x", x, ndim=4)
+    integers(f, "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
+    integers(f, "ph pw out_h out_w", (ph, pw, out_h, out_w), 0)
+    check_windows_fit(f, x.shape[2], x.shape[3], kh, kw, ph, pw, dh, dw)
+    array(f, "out", out, dtype, ndim=3, writeable=True)
+    if out.shape != (x.shape[0], out.shape[1], out_h * out_w):
+        fail(f, f"argument 'out' must have shape (N, O, out_h*out_w) = ({x.shape[0]}, O, {out_h * out_w}), "
+                f"got {out.shape}")
+    groups = _check_weight_panels(f, weight_panels, dtype, x.shape[1], out.shape[1], kh, kw)
+    _check_bias(f, bias, has_bias, dtype, out.shape[1])
+    _check_columns(f, columns, dtype)
+    work_range(f, first, last, x.shape[0] * groups * -(-out.shape[2] // columns))
+
+
+def _check_conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias, has_bias, out, columns, kh,
+                                kw, dh, dw, out_h, out_w):
+    f = "conv_forward_stride1"
+    dtype = floats(f, "padded", padded, ndim=1)
+    if type(padded_shape) is not tuple or len(padded_shape) != 4:
+        raise TypeError(f"{f}(): argument 'padded_shape' must be a tuple (N, C, Hp, Wp), got {padded_shape!r}")
+    integers(f, "N C Hp Wp", padded_shape, 0)
+    n, channels, height_p, width_p = padded_shape
+    integers(f, "kh kw dh dw out_h out_w", (kh, kw, dh, dw, out_h, out_w), 1)
+    _check_columns(f, columns, dtype)
+    if padded.shape[0] < n * channels * height_p * width_p + columns:
+        fail(f, f"argument 'padded' must hold N*C*Hp*Wp + columns = {n * channels * height_p * width_p + columns} "
+                f"elements, got {padded.shape[0]}")
+    if out_h + (kh - 1) * dh != height_p or out_w + (kw - 1) * dw != width_p:
+        fail(f, f"an {out_h}x{out_w} output of a {kh}x{kw} kernel (dilation {dh}, {dw}) is not a stride-1 conv of "
+                f"the padded input's {height_p}x{width_p}")
+    array(f, "out", out, dtype, ndim=3, writeable=True)
+    if out.shape != (n, out.shape[1], out_h * out_w):
+        fail(f, f"argument 'out' must have shape ({n}, O, {out_h * out_w}), got {out.shape}")
+    groups = _check_weight_panels(f, weight_panels, dtype, channels, out.shape[1], kh, kw)
+    _check_bias(f, bias, has_bias, dtype, out.shape[1])
+    grid = (out_h - 1) * width_p + out_w
+    work_range(f, first, last, n * groups * -(-grid // columns))
+
+
+def _check_conv_weight_grad_stride1(first, last, x, grad, groups, o_blocks, c_pad, columns, kh, kw, dh, dw, top,
+                                    left, height_p, width_p, out_h, out_w):
+    f = "conv_weight_grad_stride1"
+    dtype = floats(f, "x", x, ndim=4, contiguous=False)  # a view, cropped by crop_negative_pads
+    n, channels, height, width = x.shape
+    integers(f, "kh kw dh dw out_h out_w", (kh, kw, dh, dw, out_h, out_w), 1)
+    integers(f, "o_blocks c_pad top left height_p width_p", (o_blocks, c_pad, top, left, height_p, width_p), 0)
+    array(f, "grad", grad, dtype, ndim=4)
+    if grad.shape != (n, grad.shape[1], out_h, out_w):
+        fail(f, f"argument 'grad' must have shape ({n}, O, {out_h}, {out_w}), got {grad.shape}")
+    groups = _check_groups(f, channels, grad.shape[1], groups)
+    _check_columns(f, columns, dtype)
+    if c_pad != -(-(channels // groups) // columns) * columns or o_blocks != -(-(grad.shape[1] // groups) // MR):
+        fail(f, f"c_pad={c_pad} and o_blocks={o_blocks} must be {channels // groups} channels rounded up to "
+                f"{columns} and {grad.shape[1] // groups} rounded up to blocks of {MR}")
+    if height + top > height_p or width + left > width_p or out_h + (kh - 1) * dh != height_p or \
+            out_w + (kw - 1) * dw != width_p:
+        fail(f, f"the padded grid {height_p}x{width_p} does not hold the {height}x{width} input at ({top}, {left}) "
+                f"or is not where the {out_h}x{out_w} output's windows end")
+    work_range(f, first, last, n)
+
+
+def _check_conv_weight_grad_im2col(first, last, x, grad, groups, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_h,
+                                   out_w):
+    f = "conv_weight_grad_im2col"
+    dtype = floats(f, "x", x, ndim=4)
+    integers(f, "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
+    integers(f, "ph pw out_h out_w", (ph, pw, out_h, out_w), 0)
+    check_windows_fit(f, x.shape[2], x.shape[3], kh, kw, ph, pw, dh, dw)
+    array(f, "grad", grad, dtype, ndim=3)
+    if grad.shape != (x.shape[0], grad.shape[1], out_h * out_w):
+        fail(f, f"argument 'grad' must have shape ({x.shape[0]}, O, {out_h * out_w}), got {grad.shape}")
+    _check_groups(f, x.shape[1], grad.shape[1], groups)
+    _check_columns(f, columns, dtype)
+    work_range(f, first, last, x.shape[0])
+
+
+def _check_pack_rows(a, panels):
+    dtype = floats("pack_rows", "a", a, ndim=2, contiguous=False)
+    array("pack_rows", "panels", panels, dtype, (-(-a.shape[0] // MR), a.shape[1] * MR), writeable=True)
+
+
+def _check_matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
+    f = "matmul_columns"
+    dtype = floats(f, "b", b, ndim=2, contiguous=False)
+    depth, n = b.shape
+    m = integer(f, "m", m)
+    array(f, "a_panels", a_panels, dtype, (-(-m // MR), depth * MR))
+    array(f, "out", out, dtype, (m, n), contiguous=False, writeable=True)
+    _check_bias(f, bias, has_bias, dtype, n)
+    _check_columns(f, columns, dtype)
+    work_range(f, first, last, -(-n // columns))
+
+
 @_jit
-def pack_columns(image, c0, channels, panel, q0, count, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_w):
+def _pack_columns(image, c0, channels, panel, q0, count, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_w):
     """The im2col columns of output pixels ``q0 .. q0+count`` of ``image`` (C, H, W), packed for ``microkernel``.
 
     ``panel[p*columns + j]`` is the input under kernel tap ``p = (c*kh + i)*kw + j_k`` (input
@@ -204,13 +340,14 @@ def _store_tile(tile, columns, out_image, o0, rows, q0, count, bias, has_bias):
                    bias[o0 + r] if has_bias else 0)
 
 
+@entry(_check_conv_forward)
 @_jit_nogil
 def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh, kw, sh, sw, ph, pw, dh, dw,
                  out_h, out_w):
     """``out`` (N, O, out_h*out_w) = conv of ``x`` (N, C, H, W), plus ``bias`` (O,) when ``has_bias``.
 
     Any stride, padding and dilation: each block of ``columns`` (``nr(dtype)``) output pixels
-    is packed by ``pack_columns``. ``weight_panels`` (groups, row_blocks, depth*MR) is the
+    is packed by ``_pack_columns``. ``weight_panels`` (groups, row_blocks, depth*MR) is the
     weight packed by ``pack_weight``. Runs work items ``first .. last`` of the
     ``N * groups * ceil(out_h*out_w / columns)`` (image, group, pixel block), so that
     threads can split them.
@@ -230,7 +367,7 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
         g = item // col_blocks - b * groups
         q0 = (item - (b * groups + g) * col_blocks) * columns
         count = min(columns, plane - q0)
-        pack_columns(x[b], g * c_per_group, c_per_group, panel, q0, count, columns,
+        _pack_columns(x[b], g * c_per_group, c_per_group, panel, q0, count, columns,
                      kh, kw, sh, sw, ph, pw, dh, dw, out_w)
         for block in range(row_blocks):
             microkernel(weight_panels[g, block], panel, panel_rows, 0, tile, depth)
@@ -257,6 +394,7 @@ def _store_grid(tile, columns, out_image, o0, rows, q0, grid_width, out_h, out_w
         j += run
 
 
+@entry(_check_conv_forward_stride1)
 @_jit_nogil
 def conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias, has_bias, out, columns, kh, kw,
                          dh, dw, out_h, out_w):
@@ -334,6 +472,7 @@ def pad_input(x, pads, columns):
     return buffer, shape
 
 
+@entry(_check_conv_weight_grad_stride1)
 @_jit_nogil
 def conv_weight_grad_stride1(first, last, x, grad, groups, o_blocks, c_pad, columns, kh, kw, dh, dw, top, left,
                              height_p, width_p, out_h, out_w):
@@ -386,12 +525,17 @@ def conv_weight_grad_stride1(first, last, x, grad, groups, o_blocks, c_pad, colu
 # -- a general matrix product on the microkernel: out = a @ b (+ bias), any strides --------------------------
 
 @_jit_nogil
-def pack_rows(a, panels):
-    """``a`` (M, K), any strides -> ``panels`` (row_blocks, K*MR), zeroed by the caller: ``[blk, p*MR + i] = a[blk*MR + i, p]``."""
+def _pack_rows(a, panels):
+    """``a`` (M, K), any strides -> ``panels`` (row_blocks, K*MR), zeroed by the caller:
+    ``[blk, p*MR + i] = a[blk*MR + i, p]``."""
     m = a.shape[0]
     for block in range(panels.shape[0]):
         for i in range(min(MR, m - block * MR)):
             _put_strided(panels[block, i:], a[block * MR + i], MR)
+
+
+#: ``_pack_rows`` behind its checks, for Python callers (compiled code calls ``_pack_rows`` itself).
+pack_rows = entry(_check_pack_rows)(_pack_rows)
 
 
 @_jit
@@ -430,6 +574,7 @@ def _pack_block(b, j0, count, panel, columns):
             _zero(panel[p * columns + count:(p + 1) * columns])
 
 
+@entry(_check_matmul_columns)
 @_jit_nogil
 def matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
     """``out[:, j] = a @ b[:, j] (+ bias[j])`` for the column blocks ``first .. last`` of ``columns`` columns.
@@ -459,11 +604,12 @@ def matmul_columns(first, last, a_panels, m, b, out, bias, has_bias, columns):
                     _copy(dst, src)
 
 
+@entry(_check_conv_weight_grad_im2col)
 @_jit_nogil
 def conv_weight_grad_im2col(first, last, x, grad, groups, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
     """The weight gradient of any conv from images ``first .. last``, transposed: (groups, C/g*kh*kw, O/g).
 
-    Per image, the im2col columns (taps x pixels, built by ``im2col`` into a buffer that stays
+    Per image, the im2col columns (taps x pixels, built by ``_conv_jit._im2col`` into a buffer that stays
     in cache) are packed ``MR`` taps at a time as A, and the output gradient's rows,
     ``columns`` output channels at a time, as B: each tile is (taps x channels) summed over the
     image's pixels. For convs the channels-last kernel above does not take: strided ones, and
@@ -481,9 +627,9 @@ def conv_weight_grad_im2col(first, last, x, grad, groups, columns, kh, kw, sh, s
     tile = np.empty(MR * columns, dtype=x.dtype)
     result = np.zeros((groups, rows_per_group, o_per_group), dtype=x.dtype)
     for b in range(first, last):
-        im2col(x, b, b + 1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+        _im2col(x, b, b + 1, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
         for g in range(groups):
-            pack_rows(cols[g * rows_per_group:(g + 1) * rows_per_group], a_panels)
+            _pack_rows(cols[g * rows_per_group:(g + 1) * rows_per_group], a_panels)
             gradient_t = grad[b, g * o_per_group:(g + 1) * o_per_group].T  # (pixels, channels), column-major
             for j0 in range(0, o_per_group, columns):
                 count = min(columns, o_per_group - j0)

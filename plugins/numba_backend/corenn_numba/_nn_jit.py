@@ -1,5 +1,10 @@
 """The compiled loops behind corenn_numba.nn (imported when softmax/log_softmax/cross_entropy first runs, not at
-``import corenn``): row softmax and the fused cross-entropy, with a vectorisable exp."""
+``import corenn``): row softmax and the fused cross-entropy, with a vectorisable exp.
+
+Every function Python calls checks its arguments first (``corenn_numba._checks.entry``); the
+cross-entropy loops also check each target they index with, and return the position of the
+first one out of range (-1: none) instead of reading outside the logits.
+"""
 from __future__ import annotations
 
 import math
@@ -9,12 +14,15 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic, overload
 
+from corenn_numba._checks import FLOAT64, INT64, array, entry, fail, floats, integer
+
 # Serial, not prange: on the 2-core shared machines a parallel row loop measured 16 ms where the
 # serial one takes 1 ms whenever another process held a core (the threads wait at the barrier for a
 # descheduled sibling); these loops run at memory speed on one core anyway. ``reassoc`` lets LLVM
 # vectorise the row sums (they are summed in float64, so reordering stays far inside float32
-# tolerance); no ``nnan``/``ninf``, so nan and inf logits propagate as in the core.
-_jit = numba.njit(cache=True, fastmath={"reassoc", "contract"})
+# tolerance); no ``nnan``/``ninf``, so nan and inf logits propagate as in the core. error_model="numpy":
+# a division by zero gives inf or nan, as in numpy, instead of raising ZeroDivisionError.
+_jit = numba.njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -85,6 +93,89 @@ def _exp_nonpositive_overload(x):
     return lambda x: _exp64(x)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Argument checks (see corenn_numba._checks): shapes, dtypes and layouts, before any loop runs
+# ---------------------------------------------------------------------------------------------------------
+
+def _flag(function, name, value):
+    if type(value) is not bool:
+        raise TypeError(f"{function}(): argument '{name}' must be a bool, not {type(value).__name__}")
+
+
+def _real(function, name, value):
+    if not isinstance(value, float):
+        raise TypeError(f"{function}(): argument '{name}' must be a float, not {type(value).__name__}")
+
+
+def _check_softmax_rows(x, row_max, out, log):
+    dtype = floats("softmax_rows", "x", x, ndim=2)
+    array("softmax_rows", "row_max", row_max, dtype, x.shape[:1])
+    array("softmax_rows", "out", out, dtype, x.shape, writeable=True)
+    _flag("softmax_rows", "log", log)
+
+
+def _check_softmax_rows_backward(out, grad, grad_in, log):
+    dtype = floats("softmax_rows_backward", "out", out, ndim=2)
+    array("softmax_rows_backward", "grad", grad, dtype, out.shape)
+    array("softmax_rows_backward", "grad_in", grad_in, dtype, out.shape, writeable=True)
+    _flag("softmax_rows_backward", "log", log)
+
+
+def _check_ce(function, x, target, weight, use_weight, ignore_index, smoothing, ndim):
+    """What ce_forward/ce_backward (``ndim`` 2) and their (N, C, D) forms (3) share; returns x's dtype and the
+    shape of one value per row or point (the target's)."""
+    dtype = floats(function, "x", x, ndim=ndim)
+    per_row = x.shape[:1] + x.shape[2:]
+    if x.shape[1] == 0:
+        fail(function, f"argument 'x' must have at least one class, got shape {x.shape}")
+    array(function, "target", target, INT64, per_row)
+    _flag(function, "use_weight", use_weight)
+    array(function, "weight", weight, dtype, (x.shape[1],) if use_weight else None, ndim=1)
+    integer(function, "ignore_index", ignore_index, low=-(1 << 63))
+    _real(function, "smoothing", smoothing)
+    return dtype, per_row
+
+
+def _check_ce_forward_arrays(function, ndim, x, row_max, target, weight, use_weight, ignore_index, smoothing, loss,
+                             log_total, qsum, writes_max):
+    dtype, per_row = _check_ce(function, x, target, weight, use_weight, ignore_index, smoothing, ndim)
+    array(function, "row_max", row_max, dtype, per_row, writeable=writes_max)
+    array(function, "loss", loss, FLOAT64, per_row, writeable=True)
+    array(function, "log_total", log_total, dtype, per_row, writeable=True)
+    array(function, "qsum", qsum, FLOAT64, per_row, writeable=True)
+
+
+def _check_ce_backward_arrays(function, ndim, x, row_max, target, weight, use_weight, ignore_index, smoothing,
+                              log_total, qsum, scale, grad_x):
+    dtype, per_row = _check_ce(function, x, target, weight, use_weight, ignore_index, smoothing, ndim)
+    array(function, "row_max", row_max, dtype, per_row)
+    array(function, "log_total", log_total, dtype, per_row)
+    array(function, "qsum", qsum, FLOAT64, per_row)
+    array(function, "scale", scale, FLOAT64, per_row)
+    array(function, "grad_x", grad_x, dtype, x.shape, writeable=True)
+
+
+def _check_ce_forward(*args):
+    _check_ce_forward_arrays("ce_forward", 2, *args, writes_max=False)
+
+
+def _check_ce_backward(*args):
+    _check_ce_backward_arrays("ce_backward", 2, *args)
+
+
+def _check_ce_forward_planes(*args):
+    _check_ce_forward_arrays("ce_forward_planes", 3, *args, writes_max=True)
+
+
+def _check_ce_backward_planes(*args):
+    _check_ce_backward_arrays("ce_backward_planes", 3, *args)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# softmax / log_softmax over rows
+# ---------------------------------------------------------------------------------------------------------
+
+@entry(_check_softmax_rows)
 @_jit
 def softmax_rows(x, row_max, out, log):
     # row_max comes from numpy's ``max(axis=-1)``: SIMD and nan-propagating, where a compiled
@@ -96,9 +187,10 @@ def softmax_rows(x, row_max, out, log):
             total = 0.0
             for j in range(cols):
                 total += _exp_nonpositive(x[i, j] - m)
-            shift = m + math.log(total)
+            log_total = math.log(total)
             for j in range(cols):
-                out[i, j] = x[i, j] - shift
+                # (x - m) first: m + log(total) would lose log(total) to rounding when |m| is large
+                out[i, j] = (x[i, j] - m) - log_total
         else:
             total = 0.0
             for j in range(cols):
@@ -110,6 +202,7 @@ def softmax_rows(x, row_max, out, log):
                 out[i, j] *= inv
 
 
+@entry(_check_softmax_rows_backward)
 @_jit
 def softmax_rows_backward(out, grad, grad_in, log):
     rows, cols = out.shape
@@ -128,9 +221,33 @@ def softmax_rows_backward(out, grad, grad_in, log):
                 grad_in[i, j] = out[i, j] * (grad[i, j] - total)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# cross-entropy on (N, C) rows
+# ---------------------------------------------------------------------------------------------------------
+
 @_jit
-def ce_forward(x, row_max, target, weight, use_weight, ignore_index, smoothing, loss, lse, qsum):
+def _first_bad_target(target, ignore_index, classes):
+    """The position of the first target that is neither ``ignore_index`` nor a class index, or -1."""
+    for i in range(target.shape[0]):
+        t = target[i]
+        if t != ignore_index and (t < 0 or t >= classes):
+            return i
+    return -1
+
+
+@entry(_check_ce_forward)
+@_jit
+def ce_forward(x, row_max, target, weight, use_weight, ignore_index, smoothing, loss, log_total, qsum):
+    """Per row: ``loss``, ``log_total`` = log(sum(exp(x - row_max))) and ``qsum`` (the coefficients' sum);
+    returns the row of the first target out of range (nothing written), or -1.
+
+    The log-sum-exp is kept as ``row_max`` and ``log_total``, not their sum: with large logits their sum
+    would round ``log_total`` away, and backward's ``exp(x - lse)`` with it.
+    """
     rows, classes = x.shape
+    bad = _first_bad_target(target, ignore_index, classes)
+    if bad >= 0:
+        return bad
     spread = smoothing / classes
     weight_total = 0.0
     if use_weight:
@@ -142,8 +259,8 @@ def ce_forward(x, row_max, target, weight, use_weight, ignore_index, smoothing, 
         total = 0.0
         for c in range(classes):
             total += _exp_nonpositive(x[i, c] - m)
-        log_total = math.log(total)
-        lse[i] = m + log_total
+        row_log_total = math.log(total)
+        log_total[i] = row_log_total
         if t == ignore_index:
             loss[i] = 0.0
             qsum[i] = 0.0
@@ -155,7 +272,9 @@ def ce_forward(x, row_max, target, weight, use_weight, ignore_index, smoothing, 
             if smoothing != 0.0:
                 spread_dot = 0.0
                 for c in range(classes):
-                    spread_dot += weight[c] * (x[i, c] - m)
+                    # in float64: a float32 product of a weight and a logit near 3e38 would overflow where
+                    # the core's (and the (N, C, D) loop's) sum of the same terms does not
+                    spread_dot += np.float64(weight[c]) * (x[i, c] - m)
                 dot += spread * spread_dot
                 row_q += spread * weight_total
         else:
@@ -167,27 +286,134 @@ def ce_forward(x, row_max, target, weight, use_weight, ignore_index, smoothing, 
                     spread_dot += x[i, c] - m
                 dot += spread * spread_dot
         qsum[i] = row_q
-        loss[i] = row_q * log_total - dot
+        loss[i] = row_q * row_log_total - dot
+    return -1
 
 
+@entry(_check_ce_backward)
 @_jit
-def ce_backward(x, target, weight, use_weight, ignore_index, smoothing, lse, qsum, scale, grad_x):
+def ce_backward(x, row_max, target, weight, use_weight, ignore_index, smoothing, log_total, qsum, scale, grad_x):
+    """``grad_x``: the gradient of ``scale``-weighted losses, with softmax = exp((x - row_max) - log_total);
+    returns the row of the first target out of range (nothing written), or -1."""
     rows, classes = x.shape
+    bad = _first_bad_target(target, ignore_index, classes)
+    if bad >= 0:
+        return bad
     spread = smoothing / classes
     for i in range(rows):
         t = target[i]
         s = scale[i]
+        m, lt = row_max[i], log_total[i]
         if t == ignore_index:
+            # No gradient, but nan where the row's probabilities are nan (inf or nan logits), as in the core
+            # and PyTorch: 0 * softmax, not 0.
             for c in range(classes):
-                grad_x[i, c] = 0.0
+                grad_x[i, c] = _exp_nonpositive((x[i, c] - m) - lt) * 0.0
             continue
         row_q = qsum[i] * s
-        row_lse = lse[i]
         if use_weight:
             for c in range(classes):
-                grad_x[i, c] = (_exp_nonpositive(x[i, c] - row_lse) * row_q - spread * weight[c] * s)
+                grad_x[i, c] = (_exp_nonpositive((x[i, c] - m) - lt) * row_q - spread * weight[c] * s)
             grad_x[i, t] -= (1.0 - smoothing) * weight[t] * s
         else:
             for c in range(classes):
-                grad_x[i, c] = _exp_nonpositive(x[i, c] - row_lse) * row_q - spread * s
+                grad_x[i, c] = _exp_nonpositive((x[i, c] - m) - lt) * row_q - spread * s
             grad_x[i, t] -= (1.0 - smoothing) * s
+    return -1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cross-entropy on (N, C, D) logits (segmentation-style (N, C, d1, ...) seen with D = d1 * ...)
+# ---------------------------------------------------------------------------------------------------------
+# The class axis is strided, so the loops run over classes outside and the D points inside: every
+# inner loop is a contiguous pass over one (n, c) row of D points, which LLVM vectorises, with the
+# per-point running max, sums and log-sum-exp in small arrays of D elements.
+
+@entry(_check_ce_forward_planes)
+@_jit
+def ce_forward_planes(x, row_max, target, weight, use_weight, ignore_index, smoothing, loss, log_total, qsum):
+    """``ce_forward`` for (N, C, D) logits and (N, D) targets: writes ``row_max`` (the max over classes) too;
+    ``row_max``, ``loss``, ``log_total`` and ``qsum`` are (N, D)."""
+    n_images, classes, points = x.shape
+    for b in range(n_images):
+        bad = _first_bad_target(target[b], ignore_index, classes)
+        if bad >= 0:
+            return b * points + bad
+    spread = smoothing / classes
+    weight_total = 0.0
+    if use_weight:
+        for c in range(classes):
+            weight_total += weight[c]
+    total = np.empty(points)
+    spread_dot = np.empty(points)
+    for b in range(n_images):
+        image, image_target, m = x[b], target[b], row_max[b]
+        for d in range(points):
+            m[d] = image[0, d]
+        for c in range(1, classes):
+            row = image[c]
+            for d in range(points):
+                v = row[d]
+                if v > m[d] or v != v:  # numpy's max: a nan wins
+                    m[d] = v
+        for d in range(points):
+            total[d] = 0.0
+            spread_dot[d] = 0.0
+        for c in range(classes):
+            row = image[c]
+            for d in range(points):
+                total[d] += _exp_nonpositive(row[d] - m[d])
+        if smoothing != 0.0:
+            for c in range(classes):
+                row = image[c]
+                w = weight[c] if use_weight else 1.0
+                for d in range(points):
+                    spread_dot[d] += w * (row[d] - m[d])
+        for d in range(points):
+            point_log_total = math.log(total[d])
+            log_total[b, d] = point_log_total
+            t = image_target[d]
+            if t == ignore_index:
+                loss[b, d] = 0.0
+                qsum[b, d] = 0.0
+                continue
+            w = weight[t] if use_weight else 1.0
+            row_q = (1.0 - smoothing) * w
+            dot = row_q * (image[t, d] - m[d]) + spread * spread_dot[d]
+            if smoothing != 0.0:
+                row_q += spread * (weight_total if use_weight else classes)
+            qsum[b, d] = row_q
+            loss[b, d] = row_q * point_log_total - dot
+    return -1
+
+
+@entry(_check_ce_backward_planes)
+@_jit
+def ce_backward_planes(x, row_max, target, weight, use_weight, ignore_index, smoothing, log_total, qsum, scale,
+                       grad_x):
+    """``ce_backward`` for (N, C, D) logits: ``row_max``, ``log_total``, ``qsum`` and ``scale`` are (N, D)."""
+    n_images, classes, points = x.shape
+    for b in range(n_images):
+        bad = _first_bad_target(target[b], ignore_index, classes)
+        if bad >= 0:
+            return b * points + bad
+    spread = smoothing / classes
+    row_q = np.empty(points)
+    for b in range(n_images):
+        for d in range(points):
+            # An ignored point has qsum 0, and its gradient is zeroed below.
+            row_q[d] = qsum[b, d] * scale[b, d]
+        m, lt = row_max[b], log_total[b]
+        for c in range(classes):
+            row, out = x[b, c], grad_x[b, c]
+            w = weight[c] if use_weight else 1.0
+            for d in range(points):
+                out[d] = _exp_nonpositive((row[d] - m[d]) - lt[d]) * row_q[d] - spread * w * scale[b, d]
+        for d in range(points):
+            t = target[b, d]
+            if t == ignore_index:  # 0 * softmax, nan where it is nan (see ce_backward)
+                for c in range(classes):
+                    grad_x[b, c, d] = _exp_nonpositive((x[b, c, d] - m[d]) - lt[d]) * 0.0
+            else:
+                grad_x[b, t, d] -= (1.0 - smoothing) * (weight[t] if use_weight else 1.0) * scale[b, d]
+    return -1

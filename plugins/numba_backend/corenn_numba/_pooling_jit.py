@@ -27,7 +27,87 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from corenn.kernels import pool_output_size
+from corenn_numba._checks import INT64, array, entry, fail, floats, integers
+
 _jit = numba.njit(cache=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Argument checks (see corenn_numba._checks): the planes, the output size the geometry gives (with or
+# without ceil_mode) and, for average pooling, PyTorch's limit on the padding (no window is all padding)
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_planes(function, planes, pooled, backward):
+    """The input-sized planes (N, C, H, W), H, W >= 1, and the pooled ones (N, C, OH, OW) of their dtype;
+    forward writes the pooled ones (``out``), backward the planes (``grad_x``)."""
+    planes_name, pooled_name = ("grad_x", "grad") if backward else ("x", "out")
+    dtype = floats(function, planes_name, planes, ndim=4, writeable=backward)
+    if planes.shape[2] < 1 or planes.shape[3] < 1:
+        fail(function, f"argument '{planes_name}' must not have empty planes, got shape {planes.shape}")
+    array(function, pooled_name, pooled, dtype, ndim=4, writeable=not backward)
+    if pooled.shape[:2] != planes.shape[:2]:
+        fail(function, f"argument '{pooled_name}' of shape {pooled.shape} does not match the planes of "
+                       f"'{planes_name}', {planes.shape}")
+
+
+def _check_window(function, size, out_size, k, stride, pad, dilation, axis):
+    """``out_size`` is what the window gives along ``axis`` (floor or ceil mode)."""
+    sizes = {pool_output_size(size, k, stride, pad, dilation, ceil) for ceil in (False, True)}
+    if out_size not in sizes or out_size < 1:
+        fail(function, f"an output {axis} of {out_size} does not match a window of {k} (stride {stride}, padding "
+                       f"{pad}, dilation {dilation}) over {size}: expected one of {sorted(sizes)}")
+
+
+def _check_max_pool(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw):
+    _check_planes("max_pool", x, out, backward=False)
+    array("max_pool", "indices", indices, INT64, out.shape, writeable=True)
+    integers("max_pool", "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
+    integers("max_pool", "ph pw", (ph, pw), 0)
+    _check_window("max_pool", x.shape[2], out.shape[2], kh, sh, ph, dh, "height")
+    _check_window("max_pool", x.shape[3], out.shape[3], kw, sw, pw, dw, "width")
+
+
+def _check_max_pool_backward(grad, indices, grad_x):
+    _check_planes("max_pool_backward", grad_x, grad, backward=True)
+    array("max_pool_backward", "indices", indices, INT64, grad.shape)
+
+
+def _check_avg_geometry(function, x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    integers(function, "kh kw sh sw", (kh, kw, sh, sw), 1)
+    integers(function, "ph pw", (ph, pw), 0)
+    if 2 * ph > kh or 2 * pw > kw:
+        fail(function, f"padding ({ph}, {pw}) must be at most half the kernel ({kh}, {kw})")
+    _check_window(function, x.shape[2], out.shape[2], kh, sh, ph, 1, "height")
+    _check_window(function, x.shape[3], out.shape[3], kw, sw, pw, 1, "width")
+    if type(count_include_pad) is not bool:
+        raise TypeError(f"{function}(): argument 'count_include_pad' must be a bool")
+    if not isinstance(divisor_override, float) or not divisor_override >= 0:
+        raise TypeError(f"{function}(): argument 'divisor_override' must be a float >= 0 (0: none), got "
+                        f"{divisor_override!r}")
+
+
+def _check_avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    _check_planes("avg_pool", x, out, backward=False)
+    _check_avg_geometry("avg_pool", x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override)
+
+
+def _check_avg_pool_backward(grad, grad_x, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
+    _check_planes("avg_pool_backward", grad_x, grad, backward=True)
+    _check_avg_geometry("avg_pool_backward", grad_x, grad, kh, kw, sh, sw, ph, pw, count_include_pad,
+                        divisor_override)
+
+
+def _check_adaptive_avg_pool(x, out):
+    _check_planes("adaptive_avg_pool", x, out, backward=False)
+    if out.shape[2] < 1 or out.shape[3] < 1:
+        fail("adaptive_avg_pool", f"argument 'out' must not be empty, got shape {out.shape}")
+
+
+def _check_adaptive_avg_pool_backward(grad, grad_x):
+    _check_planes("adaptive_avg_pool_backward", grad_x, grad, backward=True)
+    if grad.shape[2] < 1 or grad.shape[3] < 1:
+        fail("adaptive_avg_pool_backward", f"argument 'grad' must not be empty, got shape {grad.shape}")
 
 
 @_jit
@@ -190,6 +270,7 @@ def _max_pool_inside(rows, out, indices, y_lo, y_hi, q_lo, q_hi, k, ph, pw, plan
                 index_flat[target + t] = at[source + t] + shift
 
 
+@entry(_check_max_pool)
 @_jit
 def max_pool(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw):
     """``out``/``indices`` (N, C, OH, OW): window maxima of ``x`` and their flat positions in the plane."""
@@ -223,9 +304,14 @@ def max_pool(x, out, indices, kh, kw, sh, sw, ph, pw, dh, dw):
                                  best, at)
 
 
+@entry(_check_max_pool_backward)
 @_jit
 def max_pool_backward(grad, indices, grad_x):
-    """``grad_x`` (N, C, H, W): ``grad`` summed at the saved argmax positions, zero elsewhere."""
+    """``grad_x`` (N, C, H, W): ``grad`` summed at the saved argmax positions, zero elsewhere.
+
+    Returns the flat position of the first index past its plane (``grad_x`` is then partly
+    written), or -1.
+    """
     planes = grad.shape[0] * grad.shape[1]
     out_size = grad.shape[2] * grad.shape[3]
     plane_size = grad_x.shape[2] * grad_x.shape[3]
@@ -237,8 +323,12 @@ def max_pool_backward(grad, indices, grad_x):
         for k in range(plane_size):
             plane[k] = 0
         for k in range(p * out_size, (p + 1) * out_size):
-            if where[k] >= 0:  # -1: a window that missed the input has no gradient to give
-                plane[where[k]] += source[k]
+            at = where[k]
+            if at >= 0:  # -1: a window that missed the input has no gradient to give
+                if at >= plane_size:
+                    return k
+                plane[at] += source[k]
+    return -1
 
 
 # Average pooling, fixed and adaptive, is separable: a window's sum is the sum over its columns of
@@ -571,6 +661,7 @@ def _avg_geometry(out, x, kh, kw, sh, sw, ph, pw, count_include_pad):
     return h_lo, h_hi, h_count, w_lo, w_hi, w_count, stride_2_k
 
 
+@entry(_check_avg_pool)
 @_jit
 def avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     """``out`` (N, C, OH, OW): window means of ``x``; ``divisor_override`` > 0 replaces the count."""
@@ -579,6 +670,7 @@ def avg_pool(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override
     _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pw)
 
 
+@entry(_check_avg_pool_backward)
 @_jit
 def avg_pool_backward(grad, grad_x, kh, kw, sh, sw, ph, pw, count_include_pad, divisor_override):
     """``grad_x`` (N, C, H, W), every element written: each output's gradient spread over its window."""
@@ -587,6 +679,7 @@ def avg_pool_backward(grad, grad_x, kh, kw, sh, sw, ph, pw, count_include_pad, d
     _mean_pool_backward(grad, grad_x, h_lo, h_hi, h_count, w_lo, w_hi, w_count, divisor_override, stride_2_k, pw)
 
 
+@entry(_check_adaptive_avg_pool)
 @_jit
 def adaptive_avg_pool(x, out):
     """``out`` (N, C, OH, OW): means of ``x`` over the adaptive windows."""
@@ -595,6 +688,7 @@ def adaptive_avg_pool(x, out):
     _mean_pool(x, out, h_lo, h_hi, h_count, w_lo, w_hi, w_count, 0.0, 0, 0)
 
 
+@entry(_check_adaptive_avg_pool_backward)
 @_jit
 def adaptive_avg_pool_backward(grad, grad_x):
     """``grad_x`` (N, C, H, W), every element written: each output's gradient spread over its window."""

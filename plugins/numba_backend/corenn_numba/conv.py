@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corenn.kernels import KernelOverride
+from corenn.kernels import KernelOverride, recompute_overflow
 from corenn.ops import conv as core_conv
 
 from corenn_numba._base import LazyModule, handles
@@ -63,6 +63,19 @@ CHUNK_BYTES = 4 << 20
 #: kernel) are dot products of image-long rows (``_conv_jit.weight_grad_by_dots``): on the demo CNN's
 #: first conv (1 -> 16, 3x3, batch 64) 0.50 ms, where packing 9 rows for the microkernel took 0.94 ms.
 DOTS_MAX_ROWS = 16
+
+
+def _float64(x, weight, bias):
+    """The operands in float64, to compute again the outputs that overflowed float32 (``recompute_overflow``:
+    the core does the same, so both give the same values there)."""
+    return x.astype(np.float64), weight.astype(np.float64), None if bias is None else bias.astype(np.float64)
+
+
+def _finite(weight_g) -> bool:
+    """Whether the stride-1 input gradient (and conv_transpose) may run as a conv of the zero-padded gradient:
+    its padding multiplies every weight by zeros, and 0 * inf or 0 * nan would put nan where the core's
+    col2im (and PyTorch) give a number. One pass over the weight, which is small next to the data."""
+    return bool(np.isfinite(weight_g).all())
 
 
 def _chunk(n, bytes_per_image):
@@ -101,8 +114,13 @@ class Conv(KernelOverride, core_conv.Conv):
         out_w = (width + pairs[1][0] + pairs[1][1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
         geometry = (kh, kw, stride[0], stride[1], pairs[0][0], pairs[1][0], dilation[0], dilation[1], out_h, out_w)
         weight_g = np.ascontiguousarray(w4).reshape(groups, out_channels // groups, -1)
-        out = np.empty((n, out_channels, out_h * out_w), dtype=x4.dtype)
-        _gemm_conv(x4, weight_g, bias, out, pairs, stride, dilation, (kh, kw), (out_h, out_w))
+
+        def conv(*arrays):
+            out = np.empty((n, out_channels, out_h * out_w), dtype=arrays[0].dtype)
+            _gemm_conv(*arrays, out, pairs, stride, dilation, (kh, kw), (out_h, out_w))
+            return out
+
+        out = recompute_overflow(np, conv(x4, weight_g, bias), lambda: conv(*_float64(x4, weight_g, bias)))
         ctx.save_for_backward(x4, weight_g)
         ctx.params = (weight.shape, geometry, pairs, bias is not None)
         return out.reshape((n, out_channels, out_w) if one_d else (n, out_channels, out_h, out_w))
@@ -116,7 +134,7 @@ class Conv(KernelOverride, core_conv.Conv):
         need_x, need_w, *need_bias = ctx.needs_input_grad
         stride, dilation, kernel = geometry[2:4], geometry[6:8], geometry[0:2]
         grad_x4 = grad_w = None
-        if need_x and stride == (1, 1):
+        if need_x and stride == (1, 1) and _finite(weight_g):
             grad_x4 = _input_grad_stride1(grad3, weight_g, x4.shape, pairs, dilation, kernel, geometry[8:10])
         elif need_x:
             grad_x4 = np.zeros(x4.shape, dtype=x4.dtype)
@@ -142,7 +160,7 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
     panels = gemm.pack_weight(weight_g)
     columns = gemm.nr(x4.dtype)
     has_bias = bias is not None
-    bias = bias if has_bias else np.zeros(1, dtype=x4.dtype)
+    bias = np.ascontiguousarray(bias) if has_bias else np.zeros(1, dtype=x4.dtype)
     n, groups = x4.shape[0], weight_g.shape[0]
     work = out.size * weight_g.shape[2]
     if tuple(stride) == (1, 1):
@@ -246,14 +264,20 @@ class ConvTranspose(KernelOverride, core_conv.ConvTranspose):
         weight_g = np.ascontiguousarray(w4).reshape(groups, in_channels // groups, -1)
         # That conv's padding: ours before, ours less output_padding after (negative: it ignores those rows).
         pads = tuple((p, p - op) for p, op in zip(padding, output_padding))
-        if stride == (1, 1):
-            out = _input_grad_stride1(x4.reshape(n, in_channels, -1), weight_g, (n, out_channels, *full), pads,
-                                      dilation, (kh, kw), (in_h, in_w))
-        else:
-            out = np.zeros((n, out_channels, full[0], full[1]), dtype=x4.dtype)
-            _add_input_grad_im2col(out, x4.reshape(n, in_channels, -1), weight_g, geometry)
-        if bias is not None:
-            out += bias.reshape(-1, 1, 1)
+
+        def conv_transpose(x4, weight_g, bias):
+            if stride == (1, 1) and _finite(weight_g):
+                out = _input_grad_stride1(x4.reshape(n, in_channels, -1), weight_g, (n, out_channels, *full), pads,
+                                          dilation, (kh, kw), (in_h, in_w))
+            else:
+                out = np.zeros((n, out_channels, full[0], full[1]), dtype=x4.dtype)
+                _add_input_grad_im2col(out, x4.reshape(n, in_channels, -1), weight_g, geometry)
+            if bias is not None:
+                out += bias.reshape(-1, 1, 1)
+            return out
+
+        out = recompute_overflow(np, conv_transpose(x4, weight_g, bias),
+                                 lambda: conv_transpose(*_float64(x4, weight_g, bias)))
         ctx.save_for_backward(x4, weight_g)
         ctx.params = (weight.shape, geometry, pads, bias is not None)
         return out[:, :, 0, :] if one_d else out

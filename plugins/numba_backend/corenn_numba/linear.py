@@ -9,15 +9,16 @@ and the blocks are split over threads by ``_threads.split``. Transposed operands
 strided views; packing reads them along whichever axis is contiguous.
 
 Handled: float32/float64 with at least ``MIN_ROWS`` rows (batch) and a product big enough
-to be worth the packing (``MIN_WORK`` multiply-adds); inputs with more than 2 dims are seen
-as 2-d. Smaller or other products (single vectors, integer or float16 dtypes) run the core
-kernel, i.e. numpy's matmul.
+to be worth the packing (``MIN_WORK`` multiply-adds), without a bias or with one bias per
+output feature; inputs with more than 2 dims are seen as 2-d. Smaller or other products
+(single vectors, integer or float16 dtypes, biases that broadcast) run the core kernel, i.e.
+numpy's matmul.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from corenn.kernels import KernelOverride
+from corenn.kernels import KernelOverride, recompute_overflow
 from corenn.ops import nn as core_nn
 
 from corenn_numba._base import LazyModule, handles
@@ -32,7 +33,10 @@ MIN_WORK = 1 << 16
 
 
 def matmul(a, b, bias=None, out=None):
-    """``a @ b (+ bias)`` for 2-d float arrays of one dtype, any strides, into ``out`` (any strides) or a new array."""
+    """``a @ b (+ bias)`` for 2-d float arrays of one dtype, any strides, into ``out`` (any strides) or a new array.
+
+    ``bias`` is None or a vector of ``b``'s columns; the compiled loops check every shape.
+    """
     m, n = a.shape[0], b.shape[1]
     columns = gemm.nr(a.dtype)
     panels = np.zeros((-(-m // gemm.MR), a.shape[1] * gemm.MR), dtype=a.dtype)
@@ -40,8 +44,8 @@ def matmul(a, b, bias=None, out=None):
     if out is None:
         out = np.empty((m, n), dtype=a.dtype)
     has_bias = bias is not None
-    split(gemm.matmul_columns, -(-n // columns), m * n * a.shape[1], panels, m, b, out,
-          bias if has_bias else out[0, :0], has_bias, columns)
+    bias = np.ascontiguousarray(bias) if has_bias else np.empty(0, dtype=a.dtype)
+    split(gemm.matmul_columns, -(-n // columns), m * n * a.shape[1], panels, m, b, out, bias, has_bias, columns)
     return out
 
 
@@ -54,7 +58,9 @@ class Linear(KernelOverride, core_nn.Linear):
 
     @staticmethod
     def handles(x, weight, bias=None):
-        return (x.ndim >= 2 and handles(x, weight, bias)
+        # A bias that broadcasts ((1,), (), 2-d) is the core's: the microkernel adds one per output column.
+        return (x.ndim >= 2 and weight.ndim == 2 and handles(x, weight, bias)
+                and (bias is None or bias.shape == weight.shape[:1])
                 and _worth_it(x.size // max(x.shape[-1], 1), weight.shape[1], weight.shape[0]))
 
     @staticmethod
@@ -64,6 +70,10 @@ class Linear(KernelOverride, core_nn.Linear):
         ctx.save_for_backward(x2, weight)
         ctx.params = (x.shape, bias is not None)
         out = matmul(x2, weight.T, bias)
+        # Outputs that overflowed float32 are computed again in float64, as the core does (the additions'
+        # order would otherwise decide between nan and +-inf).
+        out = recompute_overflow(np, out, lambda: matmul(x2.astype(np.float64), weight.T.astype(np.float64),
+                                                         None if bias is None else bias.astype(np.float64)))
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
 
     @staticmethod

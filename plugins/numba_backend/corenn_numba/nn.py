@@ -9,9 +9,10 @@ logits and the per-row log-sum-exp, which is cheaper than writing and re-reading
 saved (N, C) array.
 
 Handled: float32/float64 C-contiguous inputs with the softmax axis last; cross-entropy
-with class-index targets on (N, C) logits, any ``ignore_index``/``weight``/
-``label_smoothing``/reduction. Everything else (probability targets, (N, C, d1, ...)
-logits, float16, integer inputs, empty tensors, other softmax axes) runs the core kernel.
+with class-index targets on (N, C) and (N, C, d1, ...) logits, any ``ignore_index``/
+``weight``/``label_smoothing``/reduction (the (N, C, D) loops run over classes outside and
+points inside, so the class axis needs no transpose). Everything else (probability targets,
+float16, integer inputs, empty tensors, other softmax axes) runs the core kernel.
 
 Example (nothing changes for the user; the dispatcher picks these kernels)::
 
@@ -92,62 +93,87 @@ LogSoftmax = _row_kernel(core_nn.LogSoftmax, log=True)
 
 
 class CrossEntropy(KernelOverride, core_loss.CrossEntropy):
-    """Fused cross-entropy for class-index targets (probability targets: the core kernel)."""
+    """Fused cross-entropy for class-index targets on (N, C) and (N, C, d1, ...) logits (probability targets:
+    the core kernel)."""
 
     @staticmethod
     def handles(logits, target, weight=None, *, ignore_index, label_smoothing, reduction, prob_target):
-        # (N, C, d1, ...) logits: moving the class axis last costs two transposes and the rows are short
-        # (a 8x21x32x32 segmentation loss measured 0.4x the core), so the core kernel keeps them.
-        return (not prob_target and logits.ndim == 2 and handles(logits, weight) and logits.size > 0
-                and target.dtype.kind in "iu")
+        return (not prob_target and handles(logits, weight) and logits.size > 0
+                and target.dtype.kind in "iu" and target.shape == logits.shape[:1] + logits.shape[2:])
 
     @staticmethod
     def forward(ctx, logits, target, weight=None, *, ignore_index, label_smoothing, reduction, prob_target):
         classes = logits.shape[1]
         # The core's own bounds check, so a bad target raises the same IndexError either way.
         check_targets(np, target, target != ignore_index, classes)
-        rows = np.ascontiguousarray(logits)
-        flat_target = target.reshape(-1).astype(np.int64, copy=False)
         dtype = logits.dtype
+        planes = logits.ndim > 2
+        # (N, C, d1, ...) as (N, C, D): the planes loops read the class axis strided, without a transpose.
+        x = np.ascontiguousarray(logits).reshape(logits.shape[0], classes, -1) if planes else \
+            np.ascontiguousarray(logits)
+        flat_target = np.ascontiguousarray(target, dtype=np.int64).reshape(x.shape[:1] + x.shape[2:])
         use_weight = weight is not None
-        weight_arr = weight if use_weight else np.zeros(1, dtype=dtype)
-        loss = np.empty(rows.shape[0], dtype=np.float64)
-        lse = np.empty(rows.shape[0], dtype=dtype)  # logits' dtype: backward's exp(x - lse) stays in it
-        qsum = np.empty(rows.shape[0], dtype=np.float64)
-        jit.ce_forward(rows, rows.max(axis=1), flat_target, weight_arr, use_weight, ignore_index, label_smoothing,
-                       loss, lse, qsum)
+        weight_arr = np.ascontiguousarray(weight) if use_weight else np.zeros(1, dtype=dtype)
+        loss = np.empty(flat_target.shape, dtype=np.float64)
+        # The log-sum-exp as max + log(sum(exp(x - max))), both in the logits' dtype: backward's
+        # exp((x - max) - log_total) stays in it, and keeps its precision for large logits.
+        log_total = np.empty(flat_target.shape, dtype=dtype)
+        qsum = np.empty(flat_target.shape, dtype=np.float64)
+        ignore_index, label_smoothing = int(ignore_index), float(label_smoothing)
+        if planes:
+            row_max = np.empty(flat_target.shape, dtype=dtype)
+            bad = jit.ce_forward_planes(x, row_max, flat_target, weight_arr, use_weight, ignore_index,
+                                        label_smoothing, loss, log_total, qsum)
+        else:
+            row_max = x.max(axis=1)  # numpy's: vectorised, and a nan wins
+            bad = jit.ce_forward(x, row_max, flat_target, weight_arr, use_weight, ignore_index, label_smoothing,
+                                 loss, log_total, qsum)
+        _check_target(bad, flat_target, classes)
+        # Each sample's loss is rounded to the logits' dtype and the reduction runs in it, as in the core and
+        # PyTorch: a weighted loss or a sum that overflows float32 is inf there, and so here.
+        loss = loss.astype(dtype)
+        denominator = None
         if reduction == "none":
             result = loss.reshape(target.shape)
-            denominator = None
         else:
             total = loss.sum()
             if reduction == "sum":
                 result = total
-                denominator = None
             else:
                 valid = flat_target != ignore_index
-                denominator = valid.sum() if weight is None else weight[flat_target[valid]].sum(dtype=np.float64)
-                with np.errstate(invalid="ignore", divide="ignore"):  # all targets ignored: nan, as the core
+                denominator = valid.sum() if weight is None else weight[flat_target[valid]].sum()
+                with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # all ignored: nan, as the core
                     result = total / denominator
-        ctx.save_for_backward(rows, flat_target, weight_arr, lse, qsum)
+        ctx.save_for_backward(x, row_max, flat_target, weight_arr, log_total, qsum, denominator)
         ctx.use_weight, ctx.ignore_index, ctx.label_smoothing = use_weight, ignore_index, label_smoothing
-        ctx.reduction, ctx.denominator = reduction, denominator
+        ctx.reduction, ctx.logits_shape = reduction, logits.shape
         return np.asarray(result, dtype=dtype)
 
     @staticmethod
     def backward(ctx, grad):
         if not ctx.needs_input_grad[0]:
             return None, None, None
-        rows, target, weight, lse, qsum = ctx.saved
+        x, row_max, target, weight, log_total, qsum, denominator = ctx.saved
         if ctx.reduction == "none":
-            scale = np.ascontiguousarray(grad, dtype=np.float64).reshape(-1)
+            scale = np.ascontiguousarray(grad, dtype=np.float64).reshape(target.shape)
         else:
-            factor = float(grad) / ctx.denominator if ctx.reduction == "mean" else float(grad)
-            scale = np.full(rows.shape[0], factor)
-        grad_rows = np.empty_like(rows)
-        jit.ce_backward(rows, target, weight, ctx.use_weight, ctx.ignore_index, ctx.label_smoothing, lse, qsum,
-                     scale, grad_rows)
-        return grad_rows, None, None
+            factor = float(grad)
+            if ctx.reduction == "mean":  # every target ignored: nothing contributed, the gradient is 0 (as the core)
+                factor = factor / float(denominator) if denominator != 0 else 0.0
+            scale = np.full(target.shape, factor)
+        grad_x = np.empty_like(x)
+        run = jit.ce_backward_planes if x.ndim == 3 else jit.ce_backward
+        bad = run(x, row_max, target, weight, ctx.use_weight, ctx.ignore_index, ctx.label_smoothing, log_total, qsum,
+                  scale, grad_x)
+        _check_target(bad, target, x.shape[1])
+        return grad_x.reshape(ctx.logits_shape), None, None
+
+
+def _check_target(bad, target, classes):
+    """The IndexError for a target the compiled loop found out of range (-1: none was)."""
+    if bad >= 0:
+        raise IndexError(f"Target {int(target.reshape(-1)[bad])} is out of bounds (expected a class index in "
+                         f"[0, {classes - 1}])")
 
 
 OVERRIDES = [("softmax", Softmax), ("log_softmax", LogSoftmax), ("cross_entropy", CrossEntropy)]

@@ -41,11 +41,12 @@ def _ok(x, weight, bias):
 
 
 def _or_ones(array, size, dtype):
-    return array if array is not None else np.ones(size, dtype=dtype)
+    """The affine weight as the loops take it: flat and contiguous; ones when there is none."""
+    return np.ascontiguousarray(array).reshape(-1) if array is not None else np.ones(size, dtype=dtype)
 
 
 def _or_zeros(array, size, dtype):
-    return array if array is not None else np.zeros(size, dtype=dtype)
+    return np.ascontiguousarray(array).reshape(-1) if array is not None else np.zeros(size, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -74,16 +75,21 @@ class BatchNorm(KernelOverride, core_norm.BatchNorm):
         if use_batch_stats:
             mean64, var64 = np.empty(channels), np.empty(channels)
             jit.channel_stats(x3, mean64, var64)
-            mean, var = mean64.astype(x.dtype), var64.astype(x.dtype)
+            mean = mean64.astype(x.dtype)
             if running_mean is not None:  # the core's update, verbatim
+                var = var64.astype(x.dtype)
+                if not np.isfinite(var).all():
+                    var = var64  # overflowed x's dtype: the core's statistics are float64 then too
                 count = x.size // x.shape[1]
                 running_mean *= 1 - momentum
                 running_mean += (momentum * mean).astype(running_mean.dtype, copy=False)
                 running_var *= 1 - momentum
                 running_var += (momentum * count / max(count - 1, 1) * var).astype(running_var.dtype, copy=False)
+            var = var64  # invstd from the float64 variance: a float32 one may have overflowed
         else:
-            mean, var = running_mean.astype(x.dtype, copy=False), running_var
-        invstd = (1.0 / np.sqrt(var + eps)).astype(x.dtype, copy=False)
+            mean, var = np.ascontiguousarray(running_mean, dtype=x.dtype), running_var
+        with np.errstate(divide="ignore"):  # eps=0 and a constant channel: inf, then nan, as in the core
+            invstd = np.ascontiguousarray(1.0 / np.sqrt(var + eps), dtype=x.dtype)
         out = np.empty_like(x)
         jit.channel_affine(x3, mean, invstd, _or_ones(weight, channels, x.dtype), _or_zeros(bias, channels, x.dtype),
                         _as_ncs(out))
@@ -100,7 +106,7 @@ class BatchNorm(KernelOverride, core_norm.BatchNorm):
         grad_weight = np.empty(channels, dtype=x.dtype)
         grad_bias = np.empty(channels, dtype=x.dtype)
         jit.batch_norm_backward(_as_ncs(x), mean, invstd, _or_ones(weight, channels, x.dtype), _as_ncs(grad),
-                             ctx.batch_stats, _as_ncs(grad_x), grad_weight, grad_bias)
+                                bool(ctx.batch_stats), _as_ncs(grad_x), grad_weight, grad_bias)
         return _affine_grads(ctx, grad_x, grad_weight, grad_bias, weight is not None)
 
 
@@ -132,9 +138,9 @@ class LayerNorm(KernelOverride, core_norm.LayerNorm):
         out = np.empty_like(x)
         mean = np.empty(rows, dtype=x.dtype)
         invstd = np.empty(rows, dtype=x.dtype)
-        weight_flat = _or_ones(weight, cols, x.dtype).reshape(-1)
-        jit.row_norm(x2, weight_flat, _or_zeros(bias, cols, x.dtype).reshape(-1), eps, out.reshape(rows, cols), mean,
-                  invstd)
+        weight_flat = _or_ones(weight, cols, x.dtype)
+        jit.row_norm(x2, weight_flat, _or_zeros(bias, cols, x.dtype), float(eps), out.reshape(rows, cols), mean,
+                     invstd)
         ctx.save_for_backward(x, mean, invstd, weight)
         ctx.n_dims, ctx.has_bias = n_dims, bias is not None
         return out
@@ -148,7 +154,7 @@ class LayerNorm(KernelOverride, core_norm.LayerNorm):
         grad_x = np.empty_like(x)
         grad_weight = np.empty(cols, dtype=x.dtype)
         grad_bias = np.empty(cols, dtype=x.dtype)
-        jit.row_norm_backward(x.reshape(rows, cols), _or_ones(weight, cols, x.dtype).reshape(-1),
+        jit.row_norm_backward(x.reshape(rows, cols), _or_ones(weight, cols, x.dtype),
                            grad.reshape(rows, cols), mean, invstd, grad_x.reshape(rows, cols), grad_weight, grad_bias)
         affine_shape = x.shape[x.ndim - ctx.n_dims:]
         return _affine_grads(ctx, grad_x, grad_weight.reshape(affine_shape), grad_bias.reshape(affine_shape),
@@ -173,8 +179,8 @@ class GroupNorm(KernelOverride, core_norm.GroupNorm):
         out = np.empty_like(x)
         mean = np.empty((x.shape[0], num_groups), dtype=x.dtype)
         invstd = np.empty((x.shape[0], num_groups), dtype=x.dtype)
-        jit.group_norm(_as_ncs(x), num_groups, _or_ones(weight, channels, x.dtype), _or_zeros(bias, channels, x.dtype),
-                    eps, _as_ncs(out), mean, invstd)
+        jit.group_norm(_as_ncs(x), int(num_groups), _or_ones(weight, channels, x.dtype),
+                       _or_zeros(bias, channels, x.dtype), float(eps), _as_ncs(out), mean, invstd)
         ctx.save_for_backward(x, mean, invstd, weight)
         ctx.num_groups, ctx.has_bias = num_groups, bias is not None
         return out
@@ -187,8 +193,8 @@ class GroupNorm(KernelOverride, core_norm.GroupNorm):
         grad_x = np.empty_like(x)
         grad_weight = np.empty(channels, dtype=x.dtype)
         grad_bias = np.empty(channels, dtype=x.dtype)
-        jit.group_norm_backward(_as_ncs(x), ctx.num_groups, _or_ones(weight, channels, x.dtype), _as_ncs(grad), mean,
-                             invstd, _as_ncs(grad_x), grad_weight, grad_bias)
+        jit.group_norm_backward(_as_ncs(x), int(ctx.num_groups), _or_ones(weight, channels, x.dtype), _as_ncs(grad),
+                                mean, invstd, _as_ncs(grad_x), grad_weight, grad_bias)
         return _affine_grads(ctx, grad_x, grad_weight, grad_bias, weight is not None)
 
 

@@ -59,8 +59,8 @@ def _flat(*arrays):
     for a in arrays:
         if a is not None and (not a.flags.c_contiguous or a.size != size):
             return None
-    if not arrays[0].flags.writeable:
-        return None
+    if not all(a.flags.writeable for k, a in enumerate(arrays) if k != 1 and a is not None):
+        return None  # the parameter and the state are written in place (arrays[1] is the gradient)
     return [None if a is None else a.reshape(-1) for a in arrays]
 
 

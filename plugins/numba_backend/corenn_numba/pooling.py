@@ -76,7 +76,9 @@ class MaxPoolWithIndices(KernelOverride, core_pool.MaxPoolWithIndices):
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
         out, indices = _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode)
         # The returned indices are a copy: a caller writing into them must not change the gradient.
-        return out, indices.copy()
+        returned = indices.copy()
+        _index_empty_windows(returned, x.shape[2:], kernel_size, stride, padding, dilation)
+        return out, returned
 
     @staticmethod
     def backward(ctx, grad):
@@ -98,12 +100,41 @@ def _max_pool(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
     return _shape_back(out, one_d), _shape_back(indices, one_d)
 
 
+def _index_empty_windows(indices, size, kernel_size, stride, padding, dilation):
+    """The index PyTorch (and the core) return for a window that holds no input element (dilation steps over
+    the input), in place of the -1 the compiled loop saves for backward: the position of its first row and
+    column at or past 0, as if they were inside (they are not; backward gives them no gradient).
+
+    Which windows are empty is decided per axis, from the geometry (a few values per output row and
+    column): the indices are only touched where there are some.
+    """
+    starts, empty = [], []
+    for n, out, k, s, p, d in zip(size, indices.shape[2:], kernel_size, stride, padding, dilation):
+        start = np.arange(out) * s - p
+        taps = start[:, None] + np.arange(k) * d
+        empty.append(~((taps >= 0) & (taps < n)).any(axis=1))
+        starts.append(np.where(start < 0, start + (-start + d - 1) // d * d, start))  # first tap at or past 0
+    if not any(e.any() for e in empty):
+        return
+    missing = False
+    for axis_empty in np.meshgrid(*empty, indexing="ij", sparse=True):
+        missing = missing | axis_empty  # a window is empty when it is along either axis
+    flat = 0
+    for n, first in zip(size, np.meshgrid(*starts, indexing="ij", sparse=True)):
+        flat = flat * n + first
+    indices[...] = np.where(missing, flat, indices)
+
+
 def _max_pool_backward(ctx, grad):
     (indices,) = ctx.saved
     planes_shape, one_d = ctx.params
     grad_x = np.empty(planes_shape, dtype=grad.dtype)  # the kernel writes every element
     grad_planes = np.ascontiguousarray(grad if not one_d else grad[:, :, None, :])
-    jit.max_pool_backward(grad_planes, np.ascontiguousarray(indices.reshape(grad_planes.shape)), grad_x)
+    where = np.ascontiguousarray(indices.reshape(grad_planes.shape))
+    bad = jit.max_pool_backward(grad_planes, where, grad_x)
+    if bad >= 0:  # only indices that max_pool did not make can be out of their plane
+        raise IndexError(f"max_pool backward: index {int(where.reshape(-1)[bad])} is out of bounds for planes of "
+                         f"{planes_shape[2] * planes_shape[3]} elements")
     return _shape_back(grad_x, one_d)
 
 

@@ -28,7 +28,7 @@ import numbers
 
 import numpy as np
 
-from corenn.kernels import PAD_MODES, KernelOverride, full_index
+from corenn.kernels import PAD_MODES, KernelOverride
 from corenn.ops import embedding as core_embedding
 from corenn.ops import movement as core_movement
 
@@ -42,6 +42,13 @@ def _scatter_rows(out3, index, src3, axis_size, axis):
     bad = jit.add_rows(out3, index, src3)
     if bad >= 0:
         raise IndexError(f"index {int(index[bad])} is out of bounds for axis {axis} with size {axis_size}")
+
+
+def _add_flat(out, positions, values):
+    """Run ``add_flat``; a position out of range (which the callers never make) raises IndexError."""
+    bad = jit.add_flat(out, positions, values)
+    if bad >= 0:
+        raise IndexError(f"position {int(positions[bad])} is out of bounds for {out.shape[0]} elements")
 
 
 def _planes(shape, axis):
@@ -97,7 +104,7 @@ def _index_add_into(out, index, value):
     # what the same index picks out of an arange -- numpy does the index arithmetic and bounds checks.
     positions = np.arange(out.size, dtype=np.int64).reshape(out.shape)[index]
     values = np.ascontiguousarray(np.broadcast_to(value, positions.shape), dtype=out.dtype)
-    jit.add_flat(out.reshape(-1), _int64(positions), values.reshape(-1))
+    _add_flat(out.reshape(-1), _int64(positions), values.reshape(-1))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -133,7 +140,7 @@ class GetItem(core_movement.GetItem):
         if not ctx.advanced or not handles(grad):
             return core_movement.GetItem.backward(ctx, grad)
         grad_input = np.zeros(ctx.shape, dtype=grad.dtype)
-        _index_add_into(grad_input, ctx.index, grad)
+        _index_add_into(grad_input, ctx.saved, grad)  # an advanced index: saved by the core's forward
         return grad_input
 
 
@@ -154,8 +161,8 @@ class IndexPut(KernelOverride, core_movement.IndexPut):
     def forward(ctx, a, value, index, accumulate=False):
         out = a.copy()
         _index_add_into(out, index, value)
-        ctx.index, ctx.accumulate = index, accumulate
-        ctx.value_shape = getattr(value, "shape", None)
+        ctx.save_for_backward(*index)  # what the core's backward reads
+        ctx.accumulate, ctx.value_shape = accumulate, getattr(value, "shape", None)
         return out
 
 
@@ -176,21 +183,15 @@ def _gather_positions(index, axis, shape):
 
 
 class Gather(core_movement.Gather):
-    """Gather backward without ``add.at``: one flat scatter of the gradient."""
-
-    @staticmethod
-    def forward(ctx, a, index, axis):
-        out = core_movement.Gather.forward(ctx, a, index, axis)
-        ctx.axis = axis
-        return out
+    """Gather backward without ``add.at``: one flat scatter of the gradient (forward is the core's)."""
 
     @staticmethod
     def backward(ctx, grad):
         if not handles(grad):
             return core_movement.Gather.backward(ctx, grad)
         grad_input = np.zeros(ctx.shape, dtype=grad.dtype)
-        index = ctx.coords[ctx.axis]
-        jit.add_flat(grad_input.reshape(-1), _gather_positions(index, ctx.axis, ctx.shape),
+        (index,) = ctx.saved
+        _add_flat(grad_input.reshape(-1), _gather_positions(index, ctx.axis, ctx.shape),
                   np.ascontiguousarray(grad).reshape(-1))
         return grad_input, None
 
@@ -206,10 +207,10 @@ class Scatter(KernelOverride, core_movement.Scatter):
     def forward(ctx, a, index, src, axis, reduce=None):
         values = src[tuple(slice(0, s) for s in index.shape)] if isinstance(src, np.ndarray) and src.ndim else src
         out = a.copy()
-        jit.add_flat(out.reshape(-1), _gather_positions(index, axis, a.shape),
+        _add_flat(out.reshape(-1), _gather_positions(index, axis, a.shape),
                   np.ascontiguousarray(np.broadcast_to(values, index.shape), dtype=a.dtype).reshape(-1))
-        ctx.coords, ctx.reduce, ctx.index_shape = full_index(np, index, axis), reduce, index.shape
-        ctx.src_shape = getattr(src, "shape", None)
+        ctx.save_for_backward(index)  # what the core's backward reads
+        ctx.axis, ctx.reduce, ctx.src_shape = axis, reduce, getattr(src, "shape", None)
         return out
 
 

@@ -170,10 +170,19 @@ def test_cross_entropy_probability_targets_fall_back():
                         np.float32)
 
 
-def test_cross_entropy_spatial_logits_fall_back():
-    logits = corenn.randn(2, 3, 4, 4, requires_grad=True)
-    loss = F.cross_entropy(logits, corenn.tensor(np.zeros((2, 4, 4), dtype=np.int64)))
-    assert fell_back(loss.grad_fn)  # measured slower than the core when the class axis is not last
+@pytest.mark.parametrize("kw", [{}, {"label_smoothing": 0.2}, {"weight": True, "ignore_index": 1},
+                                {"weight": True, "label_smoothing": 0.1, "reduction": "sum"}, {"reduction": "none"}])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_spatial_logits_run_compiled(kw, dtype):
+    # (N, C, d1, d2) logits: the planes loops, with the class axis strided (no transpose).
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((3, 4, 5, 2)).astype(dtype)
+    target = corenn.tensor(rng.integers(0, 4, (3, 5, 2)))
+    kw = dict(kw)
+    weight = corenn.tensor(rng.uniform(0.5, 2, 4).astype(dtype)) if kw.pop("weight", False) else None
+    loss = F.cross_entropy(corenn.tensor(logits, requires_grad=True), target, weight=weight, **kw)
+    assert not fell_back(loss.grad_fn)
+    assert_same_as_core(lambda x: F.cross_entropy(x, target, weight=weight, **kw), [logits], dtype)
 
 
 def test_cross_entropy_float16_falls_back():

@@ -96,7 +96,7 @@ def test_max_pool1d_same_as_core(case, return_indices):
 
 
 @SETTINGS
-@given(pool_cases(2, dilated=False), st.booleans(), st.sampled_from([None, 3, 0.5]))
+@given(pool_cases(2, dilated=False), st.booleans(), st.sampled_from([None, 3, 1]))  # an int, as PyTorch takes it
 def test_avg_pool2d_same_as_core(case, count_include_pad, divisor_override):
     x, kernel, stride, padding, _, ceil_mode = case
     assert_same_as_core(lambda t: F.avg_pool2d(t, kernel, stride, padding, ceil_mode, count_include_pad,
@@ -143,9 +143,20 @@ def test_all_minus_infinity_window_points_inside_the_input():
 def test_dilated_window_that_misses_the_input_gives_minus_infinity_and_no_gradient():
     t = corenn.tensor(np.zeros((1, 1, 1, 1)), requires_grad=True)
     out, indices = F.max_pool2d(t, (1, 2), stride=1, padding=(0, 1), dilation=(1, 2), return_indices=True)
-    assert out.tolist() == [[[[-np.inf]]]] and indices.tolist() == [[[[-1]]]]
+    # PyTorch's (and the core's) index: the window's first column at or past 0, outside the input.
+    assert out.tolist() == [[[[-np.inf]]]] and indices.tolist() == [[[[1]]]]
     out.sum().backward()
     assert t.grad.tolist() == [[[[0.0]]]]
+
+
+@pytest.mark.torch
+def test_indices_of_windows_that_miss_the_input_like_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.arange(12.0).reshape(1, 1, 3, 4)
+    for args in [((2, 2), 1, 1, 3), ((1, 2), 1, (0, 1), (1, 2)), (2, 2, 1, 2)]:
+        _, got = F.max_pool2d(corenn.tensor(x), *args, return_indices=True)
+        _, expected = torch.nn.functional.max_pool2d(torch.from_numpy(x), *args, return_indices=True)
+        assert got.tolist() == expected.tolist(), args
 
 
 def test_non_contiguous_and_unbatched_inputs():
