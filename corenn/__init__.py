@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 import numpy as _np
 
-from corenn import _dtype
+from corenn import _argcheck, _dtype
 from corenn._dtype import (bool_ as bool, dtype, double, float, float16, float32, float64, get_default_dtype,  # noqa
                            half, int, int8, int16, int32, int64, long, promote_types, result_type,
                            set_default_dtype, short, uint8)
@@ -26,7 +26,7 @@ from corenn.tensor.tensor import Size, Tensor, as_tensor, from_numpy, is_tensor,
 from corenn.autograd import node as _node
 
 # Bind the late references of the hot path (Tensor is defined after the autograd node module).
-_node._Tensor = Tensor
+_node._Tensor = _argcheck._Tensor = Tensor
 _node._SCALAR_TYPES = frozenset(t for t in _np.sctypeDict.values() if issubclass(t, _np.generic))
 _node._asarray = _np.asarray
 
@@ -56,6 +56,8 @@ default_generator = _random.default_generator
 
 def is_floating_point(input: Tensor) -> bool:  # (annotations are not evaluated: ``bool`` is the builtin here)
     """Whether ``input`` has a floating dtype (``torch.is_floating_point``)."""
+    if not isinstance(input, Tensor):
+        raise _argcheck.not_tensors(input=input)
     return input.dtype.is_floating_point
 
 

@@ -96,7 +96,12 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     """The smallest dtype both ``a`` and ``b`` convert to safely (``torch.promote_types``)."""
     if a is b:
         return a
-    return _promotion_table[a, b]
+    try:
+        return _promotion_table[a, b]
+    except (KeyError, TypeError):
+        bad, argument = (a, "type1") if not isinstance(a, dtype) else (b, "type2")
+        raise TypeError(f"promote_types(): argument '{argument}' must be corenn.dtype, not "
+                        f"{type(bad).__name__}") from None
 
 
 def _compute_promotion(a: dtype, b: dtype) -> dtype:

@@ -8,16 +8,20 @@ plugin hooks in :mod:`corenn.hookspecs`; the core's own ``cpu`` backend and
 kernels arrive the same way a third-party plugin's do.
 
 Kernel lookup is one dict access per op: registrations are resolved into
-``resolved[device_type][op_name]`` whenever the registry changes.
+``resolved[device_type][op_name]`` whenever the registry changes. A plugin's kernel is
+checked on its first call for each device type (output shapes and dtypes against the
+core kernel's, see :mod:`corenn._kernel_check`); until then its table entry is the check.
 """
 from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from typing import Any, Callable
 
 import attrs
 
+from corenn._kernel_check import FirstCallCheck, check_every_call
 from corenn.import_paths import install_hint
 
 __all__ = ["device", "Backend", "KernelRegistration", "backends", "kernels", "get_backend",
@@ -51,7 +55,10 @@ class device:
                 raise ValueError(f"device {type_or_spec} already has an index; cannot also pass index={index}")
             return type_or_spec
         key = (type_or_spec, index)
-        cached = cls._cache.get(key)
+        try:
+            cached = cls._cache.get(key)
+        except TypeError:  # unhashable: not a device spec, said just below
+            cached = None
         if cached is not None:
             return cached
         if not isinstance(type_or_spec, str):
@@ -288,7 +295,8 @@ class BackendRegistry:
                         if r.status in ("failed", "unavailable")]
             if inactive:
                 message += f" Plugins installed but not loaded: {'; '.join(inactive)}."
-        raise RuntimeError(message)
+        from corenn._argcheck import named  # the op or factory that was given the device, if any
+        raise RuntimeError(named(message))
 
     def __iter__(self):
         return iter(list(self._backends.values()))
@@ -304,6 +312,12 @@ class KernelRegistry:
         self._registrations: dict[str, list[KernelRegistration]] = {}
         self._resolved: dict[str, dict[str, Any]] = {}
         self._disabled_sources: set[str] = set()  # kept in place, skipped at dispatch
+        # The first-call check (corenn._kernel_check): (op, device type, kernel) whose outputs matched
+        # the core kernel's, (source, op, device type) whose did not (skipped at dispatch), and the
+        # checks standing in the tables, reused when a table is rebuilt.
+        self._checked: set[tuple[str, str, type]] = set()
+        self._rejected: set[tuple[str, str, str]] = set()
+        self._checks: dict[tuple[str, str, type, bool], Any] = {}
 
     def register(self, registration: KernelRegistration) -> None:
         entries = self._registrations.setdefault(registration.op, [])
@@ -316,6 +330,16 @@ class KernelRegistry:
         for op, entries in self._registrations.items():
             entries[:] = [r for r in entries if r.source != source]
         self._disabled_sources.discard(source)
+        self._rejected = {key for key in self._rejected if key[0] != source}
+        self._checks = {key: check for key, check in self._checks.items() if check.registration.source != source}
+        self._resolved.clear()
+
+    def reject(self, source: str, op: str, device_type: str) -> None:
+        """Skip ``source``'s kernel for ``op`` on ``device_type`` at dispatch (its output failed the first-call check).
+
+        Until ``source`` is unregistered; the next registration for the op runs instead.
+        """
+        self._rejected.add((source, op, device_type))
         self._resolved.clear()
 
     def invalidate(self) -> None:
@@ -353,25 +377,51 @@ class KernelRegistry:
             backend = backends._backends.get(device_type)
             # A backend whose arrays don't speak numpy declines the "*" kernels: only its own run.
             shared = "*" if backend is None or backend.numpy_compatible else device_type
-            disabled = self._disabled_sources
+            disabled, rejected = self._disabled_sources, self._rejected
+            # Plugin kernels are checked against the core's where the core's kernels can run.
+            core = getattr(sys.modules.get("corenn.ops._kernel"), "CORE_KERNELS", None) \
+                if backend is not None and backend.numpy_compatible else None
+            every_call = core is not None and check_every_call()
             for op, entries in self._registrations.items():
                 for r in entries:
-                    if (r.device_type == device_type or r.device_type == shared) and r.source not in disabled:
-                        table[op] = r.kernel
+                    if (r.device_type == device_type or r.device_type == shared) and r.source not in disabled \
+                            and (r.source, op, device_type) not in rejected:
+                        table[op] = r.kernel if core is None else self._first_call_check(r, core, device_type,
+                                                                                         every_call)
                         break
             if finish_pending_plugins is None:
                 self._resolved[device_type] = table
         return table
 
-    def lookup(self, op: str, device_type: str):
+    def _first_call_check(self, registration: KernelRegistration, core: dict, device_type: str, every_call: bool):
+        """What the table holds for ``registration``: its kernel, or a check of its first call (of every call)."""
+        kernel, reference = registration.kernel, core.get(registration.op)
+        if reference is None or kernel is reference or (
+                not every_call and (registration.op, device_type, kernel) in self._checked):
+            return kernel
+        key = (registration.op, device_type, kernel, every_call)
+        check = self._checks.get(key)
+        if check is None or check.registration != registration:
+            check = self._checks[key] = FirstCallCheck(registration, reference, device_type, self, every_call)
+        return check
+
+    def resolve(self, op: str, device_type: str):
+        """What the dispatcher runs for ``op`` on ``device_type``: the kernel, or the check of its first call."""
         try:
             return self.table(device_type)[op]
         except KeyError:
             raise NotImplementedError(f"no kernel for op {op!r} on device type {device_type!r}") from None
 
+    def lookup(self, op: str, device_type: str):
+        """The kernel class that runs ``op`` on ``device_type`` (``NotImplementedError`` if none)."""
+        kernel = self.resolve(op, device_type)
+        return kernel.kernel if isinstance(kernel, FirstCallCheck) else kernel
+
     def source_of(self, op: str, device_type: str) -> str:
         """The source (plugin name, or ``"core"``) of the kernel that runs ``op`` on ``device_type``."""
         kernel = self.table(device_type).get(op)
+        if isinstance(kernel, FirstCallCheck):
+            kernel = kernel.kernel
         for r in self._registrations.get(op, ()):
             if r.kernel is kernel and r.source not in self._disabled_sources:
                 return r.source

@@ -47,7 +47,7 @@ from corenn.autograd.node import Op
 from corenn.dispatch import KernelRegistration
 
 __all__ = ["Op", "KernelRegistration", "KernelOverride", "fell_back", "core_kernel", "core_kernels", "check_targets",
-           "pool_output_size", "full_index", "PAD_MODES"]
+           "pool_output_size", "full_index", "recompute_overflow", "PAD_MODES"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -288,6 +288,32 @@ def full_index(xp, index, axis: int) -> tuple:
     grids = list(xp.indices(index.shape, sparse=True))
     grids[axis] = index
     return tuple(grids)
+
+
+def recompute_overflow(xp, out, recompute: Callable):
+    """``out``, with any inf or nan in a float32 (or float16) result replaced by ``recompute()``'s values.
+
+    For the sums of products (``linear``, ``conv``): where products overflow float32 in both
+    directions, the result depends on the order of the additions -- numpy's BLAS, a compiled
+    kernel's fused multiply-adds and PyTorch each give nan, inf or -inf. ``recompute`` computes
+    the same values in float64, where they cannot overflow; cast back, they are the result
+    rounded once (``-inf`` for ``1e30 * -1e10`` summed, as PyTorch gives), the same for the
+    core and for any kernel that calls this. Finite results are returned as they are; the
+    test is one vectorised pass over ``out``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from corenn.kernels import recompute_overflow
+        >>> a, b = np.full((1, 3), 1e30, np.float32), np.array([[1e10], [-1e10], [-1e10]], np.float32)
+        >>> recompute_overflow(np, a @ b, lambda: a.astype(np.float64) @ b.astype(np.float64)).tolist()
+        [[-inf]]
+    """
+    if out.dtype.itemsize >= 8 or out.dtype.kind != "f" or xp.isfinite(out).all().item():
+        return out
+    with xp.errstate(over="ignore", invalid="ignore"):
+        exact = recompute().astype(out.dtype)
+    return xp.where(xp.isfinite(out), out, exact)
 
 
 #: ``F.pad`` modes and the ``xp.pad`` mode each one is (``replicate`` is numpy's ``edge``).

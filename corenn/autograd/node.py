@@ -243,6 +243,9 @@ class Op(Node):
     differentiable = True
     #: for multi-output ops: which outputs carry gradients
     differentiable_outputs = None
+    #: True for kernels that write into their inputs (batch_norm's running statistics, the
+    #: optimizer updates): the first-call check of a plugin kernel then runs the core kernel on copies
+    mutates_inputs = False
 
     @staticmethod
     def forward(ctx, *arrays, **params):
@@ -254,7 +257,8 @@ class Op(Node):
 
 
 def _not_a_tensor(op_name, value):
-    return TypeError(f"{op_name}(): argument 'input' must be Tensor, not {type(value).__name__}")
+    from corenn._argcheck import not_a_tensor  # off the hot path: only once a call has failed
+    return not_a_tensor("input", value, op_name)
 
 
 def _device_mismatch(op_name, first, other):
@@ -293,7 +297,7 @@ def run(op_name: str, *inputs, **params):
     try:
         kernel = _tables[device.type][op_name]
     except KeyError:
-        kernel = _dispatch.kernels.lookup(op_name, device.type)
+        kernel = _dispatch.kernels.resolve(op_name, device.type)
     ctx = kernel()
     ctx.xp = device._xp
     try:
@@ -301,8 +305,8 @@ def run(op_name: str, *inputs, **params):
             out = _observed_forward(op_name, kernel, ctx, device, arrays, params)
         else:
             out = kernel.forward(ctx, *arrays, **params)
-    except ValueError:
-        _raise_shape_error(op_name, inputs)
+    except Exception as error:
+        _restate(op_name, inputs, error)
         raise
     records = needs_grad and (_grad_on_in_all_threads or grad_mode.enabled) and kernel.differentiable
     if kernel.num_outputs != 1:
@@ -344,12 +348,16 @@ def run1(op_name: str, a, **params):
     try:
         kernel = _tables[device.type][op_name]
     except KeyError:
-        kernel = _dispatch.kernels.lookup(op_name, device.type)
+        kernel = _dispatch.kernels.resolve(op_name, device.type)
     if _observers or kernel.num_outputs != 1:
         return run(op_name, a, **params)
     ctx = kernel()
     ctx.xp = device._xp
-    out = kernel.forward(ctx, a._data, **params)
+    try:
+        out = kernel.forward(ctx, a._data, **params)
+    except Exception as error:
+        _restate(op_name, (a,), error)
+        raise
     if out.__class__ in _SCALAR_TYPES:
         out = _asarray(out)
     t = _new_tensor(_Tensor)
@@ -380,15 +388,15 @@ def run2(op_name: str, a, b, **params):
     try:
         kernel = _tables[device.type][op_name]
     except KeyError:
-        kernel = _dispatch.kernels.lookup(op_name, device.type)
+        kernel = _dispatch.kernels.resolve(op_name, device.type)
     if _observers or kernel.num_outputs != 1:
         return run(op_name, a, b, **params)
     ctx = kernel()
     ctx.xp = device._xp
     try:
         out = kernel.forward(ctx, a._data, b._data if b_is_tensor else b, **params)
-    except ValueError:
-        _raise_shape_error(op_name, (a, b))
+    except Exception as error:
+        _restate(op_name, (a, b), error)
         raise
     if out.__class__ in _SCALAR_TYPES:
         out = _asarray(out)
@@ -445,21 +453,68 @@ def attach(node: "Node", inputs) -> "Node":
     return node
 
 
-def _raise_shape_error(op_name, inputs):
-    """numpy's broadcasting ValueError, restated in PyTorch's words with both shapes."""
-    shapes = [x._data.shape for x in inputs if isinstance(x, _Tensor)]
-    if len(shapes) >= 2 and shapes[0] != shapes[1]:
-        from corenn.ops._kernel import broadcast_shapes
-        broadcast_shapes(*shapes[:2])
+# numpy's own exception types, as the builtin type PyTorch raises for the same failure
+_RESTATED_TYPES = {"AxisError": IndexError, "DTypePromotionError": TypeError, "UFuncTypeError": RuntimeError,
+                   "_UFuncNoLoopError": RuntimeError, "_UFuncOutputCastingError": RuntimeError,
+                   "_UFuncInputCastingError": RuntimeError, "_UFuncBinaryResolutionError": RuntimeError}
+_PLAIN_TYPES = (TypeError, ValueError, IndexError, RuntimeError)
+
+
+def _restate(op_name, inputs, error):
+    """Raise a clearer error for ``error``, raised by a kernel, or return to let it propagate as it is.
+
+    numpy's broadcasting ValueError becomes PyTorch's RuntimeError naming the shapes; numpy's
+    own exception types become the builtin type PyTorch raises; and the message of a plain
+    TypeError, ValueError, IndexError or RuntimeError is led by the public function's name.
+    Other errors (a plugin's own types, AttributeError) pass unchanged. Only reached once
+    a kernel has failed.
+    """
+    kind = type(error)
+    if kind in _PLAIN_TYPES or kind.__module__.startswith("numpy"):
+        if isinstance(error, ValueError) and "broadcast" in str(error):
+            shapes = [x._data.shape for x in inputs if isinstance(x, _Tensor)]
+            if len(set(shapes)) > 1:
+                from corenn.ops._kernel import broadcast_shapes
+                broadcast_shapes(*shapes)  # PyTorch's RuntimeError, when the inputs' shapes don't broadcast
+        kind = _RESTATED_TYPES.get(kind.__name__, kind)
+        if kind in _PLAIN_TYPES:
+            from corenn._argcheck import named
+            message = named(str(error), op_name)
+            if message != str(error) or kind is not type(error):
+                raise kind(message) from error
 
 
 def _observed_forward(op_name, kernel, ctx, device, arrays, params):
-    for observer in _observers:
-        observer.op_start(op_name, device, arrays)
+    # Over a copy: a plugin's observer that raises is detached from the list while the op runs.
+    # One whose op_start raised gets no op_end, so the others' calls stay paired.
+    observers = _observers[:]
+    failed = ()
+    for observer in observers:
+        try:
+            observer.op_start(op_name, device, arrays)
+        except BaseException as error:
+            if not _contain_observer_error(observer, "op_start", op_name, error):
+                raise
+            failed += (id(observer),)
     out = kernel.forward(ctx, *arrays, **params)
-    for observer in reversed(_observers):
-        observer.op_end(op_name, device, out)
+    for observer in reversed(observers):
+        if failed and id(observer) in failed:
+            continue
+        try:
+            observer.op_end(op_name, device, out)
+        except BaseException as error:
+            if not _contain_observer_error(observer, "op_end", op_name, error):
+                raise
     return out
+
+
+def _contain_observer_error(observer, method, op_name, error) -> bool:
+    """True when ``observer`` is a plugin's: detached with a warning (strict mode raises PluginError here).
+
+    False for an observer added with ``observe_ops`` and for KeyboardInterrupt: the caller re-raises.
+    """
+    from corenn.plugins import _observer_failed
+    return _observer_failed(observer, method, op_name, error)
 
 
 def _edge(x):

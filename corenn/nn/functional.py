@@ -15,6 +15,7 @@ import numbers
 import warnings
 
 import corenn
+from corenn._argcheck import check_int, check_number, not_tensors
 from corenn.ops._kernel import check_tensor, run
 from corenn.ops.activation import (celu as _celu, elu as _elu, hardsigmoid, hardswish,  # noqa: F401
                                    hardtanh as _hardtanh, leaky_relu as _leaky_relu, logsigmoid, mish,
@@ -137,7 +138,9 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
         >>> F.softmin(corenn.tensor([0., 0.]), dim=0).tolist()
         [0.5, 0.5]
     """
-    return softmax(-input, dim, _stacklevel + 1, dtype)
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return softmax(-input, dim, _stacklevel + 1 if dim is None else _stacklevel, dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -169,6 +172,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         [1.0, 1.0, 1.0]
     """
     check_tensor(input, "input", "dropout")
+    p = check_number(p, "p")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -269,13 +273,16 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):
-    """``x / max(||x||_p, eps)`` along ``dim``.
+    """``x / max(||x||_p, eps)`` along ``dim``, with ``corenn.norm``'s p (``inf``, ``-inf``, 0, any float).
 
         >>> F.normalize(corenn.tensor([[3., 4.]])).tolist()
         [[0.6000000238418579, 0.800000011920929]]
+        >>> F.normalize(corenn.tensor([[3., -4.]]), p=float("inf")).tolist()
+        [[0.75, -1.0]]
     """
-    norm = (input.abs() ** p).sum(dim, keepdim=True) ** (1.0 / p)
-    return input / norm.clamp_min(eps)
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return input / corenn.norm(input, p, dim, keepdim=True).clamp_min(check_number(eps, "eps"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -348,6 +355,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         1.3125
     """
     reduction = _reduction(size_average, reduce, reduction)
+    beta = check_number(beta, "beta")
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     input, target = _same_shape(input, target, "smooth_l1_loss")
@@ -361,6 +369,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
         2.5
     """
     reduction = _reduction(None, None, reduction)
+    delta = check_number(delta, "delta")
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     input, target = _same_shape(input, target, "huber_loss")
@@ -393,6 +402,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         0.6931
     """
     reduction = _reduction(size_average, reduce, reduction)
+    label_smoothing = check_number(label_smoothing, "label_smoothing")
+    ignore_index = check_int(ignore_index, "ignore_index")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     input, target, unbatched = _class_input(input, target, "cross_entropy")
@@ -430,18 +441,21 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         2.0
     """
     reduction = _reduction(size_average, reduce, reduction)
+    ignore_index = check_int(ignore_index, "ignore_index")
     input, target, unbatched = _class_input(input, target, "nll_loss")
     if target.dtype.is_floating_point or target.dtype is corenn.bool:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
+        raise RuntimeError(f"nll_loss(): expected scalar type Long but found {target.dtype}")
     if target.shape[0] != input.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
     if tuple(target.shape) != tuple(input.shape[:1]) + tuple(input.shape[2:]):
         raise RuntimeError(f"Expected target size {[input.shape[0]] + list(input.shape[2:])}, got "
                            f"{list(target.shape)}")
+    if weight is not None and not isinstance(weight, Tensor):
+        raise not_tensors(weight=weight)
     if weight is not None and tuple(weight.shape) != (input.shape[1],):
-        raise RuntimeError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
-                           f"but got weight tensor of shape: {list(weight.shape)}")
+        raise RuntimeError(f"nll_loss(): weight tensor should be defined either for all {input.shape[1]} classes or "
+                           f"no classes but got weight tensor of shape: {list(weight.shape)}")
     out = run("nll_loss", input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
     return out.squeeze(0) if unbatched and reduction == "none" else out
 
@@ -491,6 +505,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         reduction = _reduction(size_average, reduce, reduction)
     elif reduction not in _REDUCTIONS + ("batchmean",):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    if not (isinstance(input, Tensor) and isinstance(target, Tensor)):
+        raise not_tensors(input=input, target=target)
     if reduction == "mean":
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
@@ -520,8 +536,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> F.scaled_dot_product_attention(q, q, q).shape
         corenn.Size([2, 4, 8])
     """
+    if not (isinstance(query, Tensor) and isinstance(key, Tensor) and isinstance(value, Tensor)):
+        raise not_tensors(query=query, key=key, value=value)
+    if attn_mask is not None and not isinstance(attn_mask, Tensor):
+        raise not_tensors(attn_mask=attn_mask)
     if is_causal and attn_mask is not None:
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+        raise RuntimeError("scaled_dot_product_attention(): Explicit attn_mask should not be set when is_causal=True")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = corenn.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:

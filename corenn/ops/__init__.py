@@ -14,7 +14,7 @@ from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, lo
 from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403
-from corenn.ops._kernel import CORE_KERNELS
+from corenn.ops._kernel import CORE_KERNELS, public_function
 from corenn.ops.elementwise import *  # noqa: F401,F403
 from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bitwise_left_shift,  # noqa: F401
                                    bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, clamp, div, eq,
@@ -59,8 +59,16 @@ softmax log_softmax
 """.split()
 
 
+def _where_method(self, condition, y):
+    """``self.where(condition, y)`` is ``corenn.where(condition, self, y)``, as in PyTorch."""
+    return elementwise.where(condition, self, y)
+
+
+public_function(_where_method, "where")
+
+
 def _bind_methods(tensor_cls):
-    namespace = globals()
+    namespace = dict(globals(), where=_where_method)  # the method's first operand is the values, not the condition
     for name in TENSOR_METHODS:
         setattr(tensor_cls, name, namespace[name])
     tensor_cls.__add__ = tensor_cls.__radd__ = namespace["add"]
@@ -85,6 +93,6 @@ def _bind_inplace(tensor_cls, name, function):
     def method(self, *args, **kwargs):
         return self._inplace_from(function(self, *args, **kwargs))
 
-    method.__name__ = name + "_"
-    method.__doc__ = f"In-place version of :meth:`{name}`."
+    public_function(method, name + "_", f"In-place version of :meth:`{name}`.")
+    method.__wrapped__ = function  # inspect.signature shows the op's parameters
     setattr(tensor_cls, name + "_", method)

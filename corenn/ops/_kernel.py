@@ -4,6 +4,7 @@ from __future__ import annotations
 import numbers
 
 from corenn import _dtype
+from corenn._argcheck import named, not_a_tensor, type_name
 from corenn.autograd.node import Op, run, run1, run2  # noqa: F401 - re-exported for the op files
 from corenn.tensor.tensor import Tensor, as_tensor
 
@@ -25,6 +26,21 @@ def kernel(name: str, grad_fn_name: str | None = None):
         CORE_KERNELS[name] = cls
         return cls
     return decorate
+
+
+def public_function(function, name: str, doc: str | None = None):
+    """Give a function made by a factory its public name, in its code too.
+
+    Python's own errors (``exp() takes 1 positional argument but 2 were given``) and
+    tracebacks read the code's name, not ``__name__``: without this they would show
+    ``_floating_unary.<locals>.unary``.
+    """
+    function.__name__ = function.__qualname__ = name
+    names = {"co_name": name, "co_qualname": name} if hasattr(function.__code__, "co_qualname") else {"co_name": name}
+    function.__code__ = function.__code__.replace(**names)
+    if doc is not None:
+        function.__doc__ = doc
+    return function
 
 
 def sum_to_shape(grad, shape):
@@ -50,9 +66,9 @@ def broadcast_shapes(*shapes) -> tuple:
             if current == 1:
                 result[offset + i] = size
             elif size != 1 and size != current:
-                raise RuntimeError(f"The size of tensor a ({current}) must match the size of tensor b ({size}) at "
-                                   f"non-singleton dimension {offset + i} (shapes {list(shapes[0])} and "
-                                   f"{list(shape)} cannot be broadcast together)")
+                raise RuntimeError(named(f"The size of tensor a ({current}) must match the size of tensor b "
+                                         f"({size}) at non-singleton dimension {offset + i} (shapes "
+                                         f"{list(shapes[0])} and {list(shape)} cannot be broadcast together)"))
     return tuple(result)
 
 
@@ -75,6 +91,8 @@ def promote_pair(input, other):
     if not isinstance(input, Tensor):
         input = _coerce(input, other)
     if is_scalar(other):
+        if other.__class__ not in _PYTHON_SCALARS and hasattr(other, "item"):
+            other = other.item()  # a numpy scalar counts as the Python number it holds, as in PyTorch
         target = _dtype.dtype_with_scalar(input.dtype, other)
         if target is not input.dtype:
             input = input.to(target)
@@ -82,6 +100,9 @@ def promote_pair(input, other):
             other = _wrap_integer(other, target)
         return input, other
     return promote_pair(input, _coerce(other, input))
+
+
+_PYTHON_SCALARS = frozenset({int, float, bool})
 
 
 def _wrap_integer(value: int, target) -> int:
@@ -100,16 +121,22 @@ def _coerce(value, like):
     if is_scalar(value):
         device = like._device if isinstance(like, Tensor) else None
         return as_tensor(value, device=device)
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        # A list or tuple is not an operand (PyTorch: ``t + (1, 2)`` and ``torch.add(t, [1])`` raise TypeError).
+        raise TypeError(named(f"expected a Tensor or a number, got {type_name(value)}"))
     try:
         return as_tensor(value, device=like._device if isinstance(like, Tensor) else None)
     except (TypeError, ValueError):
-        raise TypeError(f"unsupported operand type: expected a Tensor or a number, got {type(value).__name__}") from None
+        raise TypeError(named(f"expected a Tensor or a number, got {type_name(value)}")) from None
 
 
 def to_floating(input: Tensor) -> Tensor:
     """Integer and bool inputs of floating ops (exp, sqrt, ...) compute in the default float dtype."""
-    if input._data.dtype.kind == "f":
-        return input
+    try:
+        if input._data.dtype.kind == "f":
+            return input
+    except AttributeError:
+        raise not_a_tensor("input", input) from None
     return input.to(_dtype.get_default_dtype())
 
 

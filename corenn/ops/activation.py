@@ -6,6 +6,7 @@ leaky_relu, elu (serves selu and celu through ``scale``/``input_scale``), hardta
 from __future__ import annotations
 
 
+from corenn._argcheck import check_number
 from corenn.ops._kernel import Op, check_tensor, kernel, run, to_floating
 
 
@@ -150,7 +151,7 @@ def leaky_relu(input, negative_slope=0.01):
         [-0.1, 2.0]
     """
     check_tensor(input, "input", "leaky_relu")
-    return run("leaky_relu", input, negative_slope=float(negative_slope))
+    return run("leaky_relu", input, negative_slope=float(check_number(negative_slope, "negative_slope")))
 
 
 def elu(input, alpha=1.0):
@@ -160,7 +161,7 @@ def elu(input, alpha=1.0):
         -0.6321
     """
     check_tensor(input, "input", "elu")
-    return run("elu", to_floating(input), alpha=float(alpha))
+    return run("elu", to_floating(input), alpha=float(check_number(alpha, "alpha")))
 
 
 def selu(input):
@@ -180,6 +181,7 @@ def celu(input, alpha=1.0):
         2.0
     """
     check_tensor(input, "input", "celu")
+    alpha = check_number(alpha, "alpha")
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: celu: alpha must not be 0")
     return run("elu", to_floating(input), alpha=float(alpha), input_scale=1.0 / alpha)
@@ -192,6 +194,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0):
         [-1.0, 0.5, 1.0]
     """
     check_tensor(input, "input", "hardtanh")
+    min_val, max_val = check_number(min_val, "min_val"), check_number(max_val, "max_val")
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     return run("hardtanh", input, min_val=min_val, max_val=max_val)

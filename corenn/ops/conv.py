@@ -11,6 +11,8 @@ import math
 import itertools
 import numbers
 
+from corenn._argcheck import check_ints, named
+from corenn.kernels import recompute_overflow
 from corenn.ops._kernel import Op, check_tensor, kernel, run
 
 
@@ -53,9 +55,51 @@ def _pad(xp, x, padding):
     return xp.pad(x, ((0, 0), (0, 0)) + tuple(padding))
 
 
+def _float64(xp, x, weight, bias):
+    """The operands in float64, to compute again the outputs that overflowed float32 (``recompute_overflow``)."""
+    return x.astype(xp.float64), weight.astype(xp.float64), None if bias is None else bias.astype(xp.float64)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # conv
 # ---------------------------------------------------------------------------------------------------------
+
+def _conv(xp, x, weight, bias, stride, padding, dilation, groups):
+    """The conv as (O, N, *out), with the im2col columns (g, C/g * k, N*L) backward reuses."""
+    kernel_size = weight.shape[2:]
+    padded = _pad(xp, x, padding)
+    out_size = tuple(_conv_output_size(s, k, st, 0, d)
+                     for s, k, st, d in zip(padded.shape[2:], kernel_size, stride, dilation))
+    cols = _im2col(xp, padded, kernel_size, stride, dilation, out_size)
+    n, out_channels = x.shape[0], weight.shape[0]
+    depth = weight.shape[1] * math.prod(kernel_size)  # C/g * k; sizes spelt out: with N = 0, -1 is ambiguous
+    cols_g = cols.reshape(groups, depth, n * math.prod(out_size))     # (g, C/g * k, N*L)
+    weight_g = weight.reshape(groups, out_channels // groups, depth)  # (g, O/g, C/g * k)
+    out = xp.matmul(weight_g, cols_g).reshape(out_channels, n, *out_size)
+    if bias is not None:
+        out += bias.reshape((-1,) + (1,) * (out.ndim - 1))
+    return out, cols_g, padded.shape, out_size
+
+
+def _conv_transpose(xp, x, weight, bias, stride, padding, output_padding, dilation, groups):
+    """The transposed conv (N, C_out, *out), with x as (g, C_in/g, N*L) for backward and the uncropped size."""
+    n, in_channels = x.shape[:2]
+    kernel_size = weight.shape[2:]
+    out_per_group = weight.shape[1]
+    in_size = x.shape[2:]
+    full_size = tuple((s - 1) * st + d * (k - 1) + 1 + op
+                      for s, st, d, k, op in zip(in_size, stride, dilation, kernel_size, output_padding))
+    # sizes spelt out: with N = 0, -1 is ambiguous
+    x_g = xp.ascontiguousarray(x.swapaxes(0, 1)).reshape(groups, in_channels // groups, n * math.prod(in_size))
+    weight_g = weight.reshape(groups, in_channels // groups, out_per_group * math.prod(kernel_size))
+    cols = xp.matmul(weight_g.swapaxes(1, 2), x_g)                     # (g, C_out/g * k, N*L)
+    cols = cols.reshape(groups * out_per_group, *kernel_size, n, *in_size)
+    full = _col2im(xp, cols, (n, groups * out_per_group) + full_size, kernel_size, stride, dilation, in_size)
+    out = full[(slice(None), slice(None)) + tuple(slice(p, f - p) for p, f in zip(padding, full_size))]
+    if bias is not None:
+        out = out + bias.reshape((-1,) + (1,) * (out.ndim - 2))
+    return out, x_g, full_size
+
 
 @kernel("conv", "ConvolutionBackward0")
 class Conv(Op):
@@ -67,19 +111,11 @@ class Conv(Op):
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups):
         xp = ctx.xp
-        kernel_size = weight.shape[2:]
-        padded = _pad(xp, x, padding)
-        out_size = tuple(_conv_output_size(s, k, st, 0, d)
-                         for s, k, st, d in zip(padded.shape[2:], kernel_size, stride, dilation))
-        cols = _im2col(xp, padded, kernel_size, stride, dilation, out_size)
-        n, out_channels = x.shape[0], weight.shape[0]
-        cols_g = cols.reshape(groups, -1, n * math.prod(out_size))            # (g, C/g * k, N*L)
-        weight_g = weight.reshape(groups, out_channels // groups, -1)     # (g, O/g, C/g * k)
-        out = xp.matmul(weight_g, cols_g).reshape(out_channels, n, *out_size)
-        if bias is not None:
-            out += bias.reshape((-1,) + (1,) * (out.ndim - 1))
+        geometry = (stride, padding, dilation, groups)
+        out, cols_g, padded_shape, out_size = _conv(xp, x, weight, bias, *geometry)
+        out = recompute_overflow(xp, out, lambda: _conv(xp, *_float64(xp, x, weight, bias), *geometry)[0])
         ctx.save_for_backward(cols_g, weight)
-        ctx.params = (x.shape, padded.shape, padding, stride, dilation, groups, out_size, bias is not None)
+        ctx.params = (x.shape, padded_shape, padding, stride, dilation, groups, out_size, bias is not None)
         # (N, O, *out) made contiguous once here: every later op (activation, pooling, their backward)
         # then works on a plain layout instead of paying for copies in its own reshapes.
         return xp.ascontiguousarray(out.swapaxes(0, 1))
@@ -90,14 +126,14 @@ class Conv(Op):
         cols_g, weight = ctx.saved
         x_shape, padded_shape, padding, stride, dilation, groups, out_size, has_bias = ctx.params
         out_channels = weight.shape[0]
-        grad_g = xp.ascontiguousarray(grad.swapaxes(0, 1)).reshape(groups, out_channels // groups, -1)
+        grad_g = xp.ascontiguousarray(grad.swapaxes(0, 1)).reshape(groups, out_channels // groups, cols_g.shape[2])
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[1]:
             grad_weight = xp.matmul(grad_g, cols_g.swapaxes(1, 2)).reshape(weight.shape)
         if has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad_g.reshape(out_channels, -1).sum(axis=1)
+            grad_bias = grad_g.reshape(out_channels, cols_g.shape[2]).sum(axis=1)
         if ctx.needs_input_grad[0]:
-            weight_g = weight.reshape(groups, out_channels // groups, -1)
+            weight_g = weight.reshape(groups, out_channels // groups, cols_g.shape[1])
             grad_cols = xp.matmul(weight_g.swapaxes(1, 2), grad_g)
             grad_cols = grad_cols.reshape(padded_shape[1], *weight.shape[2:], x_shape[0], *out_size)
             grad_padded = _col2im(xp, grad_cols, padded_shape, weight.shape[2:], stride, dilation, out_size)
@@ -113,20 +149,9 @@ class ConvTranspose(Op):
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
         xp = ctx.xp
-        n, in_channels = x.shape[:2]
-        kernel_size = weight.shape[2:]
-        out_per_group = weight.shape[1]
-        in_size = x.shape[2:]
-        full_size = tuple((s - 1) * st + d * (k - 1) + 1 + op
-                          for s, st, d, k, op in zip(in_size, stride, dilation, kernel_size, output_padding))
-        x_g = xp.ascontiguousarray(x.swapaxes(0, 1)).reshape(groups, in_channels // groups, -1)
-        weight_g = weight.reshape(groups, in_channels // groups, -1)
-        cols = xp.matmul(weight_g.swapaxes(1, 2), x_g)                     # (g, C_out/g * k, N*L)
-        cols = cols.reshape(groups * out_per_group, *kernel_size, n, *in_size)
-        full = _col2im(xp, cols, (n, groups * out_per_group) + full_size, kernel_size, stride, dilation, in_size)
-        out = full[(slice(None), slice(None)) + tuple(slice(p, f - p) for p, f in zip(padding, full_size))]
-        if bias is not None:
-            out = out + bias.reshape((-1,) + (1,) * (out.ndim - 2))
+        geometry = (stride, padding, output_padding, dilation, groups)
+        out, x_g, full_size = _conv_transpose(xp, x, weight, bias, *geometry)
+        out = recompute_overflow(xp, out, lambda: _conv_transpose(xp, *_float64(xp, x, weight, bias), *geometry)[0])
         ctx.save_for_backward(x_g, weight)
         ctx.params = (x.shape, full_size, padding, stride, dilation, groups, bias is not None)
         return out
@@ -142,10 +167,11 @@ class ConvTranspose(Op):
         extra = tuple((p, f - p - s) for p, f, s in zip(padding, full_size, grad.shape[2:]))
         grad_full = _pad(xp, grad, extra)
         cols = _im2col(xp, grad_full, kernel_size, stride, dilation, x_shape[2:])
-        cols_g = cols.reshape(groups, -1, x_shape[0] * math.prod(x_shape[2:]))  # (g, C_out/g * k, N*L)
+        cols_g = cols.reshape(groups, weight.shape[1] * math.prod(kernel_size),
+                              x_shape[0] * math.prod(x_shape[2:]))  # (g, C_out/g * k, N*L)
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
-            weight_g = weight.reshape(groups, in_channels // groups, -1)
+            weight_g = weight.reshape(groups, in_channels // groups, cols_g.shape[1])
             grad_x = xp.matmul(weight_g, cols_g).reshape(in_channels, x_shape[0], *x_shape[2:]).swapaxes(0, 1)
         if ctx.needs_input_grad[1]:
             grad_weight = xp.matmul(x_g, cols_g.swapaxes(1, 2)).reshape(weight.shape)
@@ -160,9 +186,7 @@ class ConvTranspose(Op):
 # ---------------------------------------------------------------------------------------------------------
 
 def _tuple(value, n, name, op):
-    if isinstance(value, numbers.Integral):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
+    value = check_ints(value, name)
     if len(value) == 1:
         return value * n
     if len(value) != n:
@@ -181,23 +205,29 @@ def _check_conv_input(input, weight, bias, n, op, transposed, groups):
         raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {op}, but got input of "
                            f"size: {list(input.shape)}")
     if input.dtype is not weight.dtype:
-        raise RuntimeError(f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same")
+        raise RuntimeError(named(f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same",
+                                 op))
     if not isinstance(groups, numbers.Integral) or groups < 1:
         raise RuntimeError(f"{op}: non-positive groups is not supported (got groups={groups})")
     channels = input.shape[1] if input.ndim == n + 2 else input.shape[0]
     expected = weight.shape[0] if transposed else weight.shape[1] * groups
     if channels != expected:
         kind = "weight of size" if not transposed else "weight of size"
-        raise RuntimeError(f"Given groups={groups}, {kind} {list(weight.shape)}, expected input{list(input.shape)} "
-                           f"to have {expected} channels, but got {channels} channels instead")
+        raise RuntimeError(named(f"Given groups={groups}, {kind} {list(weight.shape)}, expected "
+                                 f"input{list(input.shape)} to have {expected} channels, but got {channels} channels "
+                                 "instead", op))
     out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if weight.shape[0] == 0:
+        raise RuntimeError(f"{op}: Given groups={groups}, expected weight to be at least 1 at dimension 0, but got "
+                           f"weight of size {list(weight.shape)} instead")
     if (weight.shape[0] % groups) != 0:
         raise RuntimeError(f"{op}: weight's first dimension {weight.shape[0]} is not divisible by groups={groups}")
     if bias is not None:
         check_tensor(bias, "bias", op)
         if tuple(bias.shape) != (out_channels,):
-            raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
-                               f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
+            raise RuntimeError(named(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional "
+                                     f"with {out_channels} elements, but got bias of size {list(bias.shape)} instead",
+                                     op))
 
 
 def _convnd(input, weight, bias, stride, padding, dilation, groups, n):
@@ -230,8 +260,9 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n):
         input = input.unsqueeze(0)
     for size, k, d, (before, after) in zip(input.shape[2:], kernel_size, dilation, pairs):
         if size + before + after < d * (k - 1) + 1:
-            raise RuntimeError(f"Calculated padded input size per channel: ({size + before + after}). Kernel size: "
-                               f"({d * (k - 1) + 1}). Kernel size can't be greater than actual input size")
+            raise RuntimeError(named(f"Calculated padded input size per channel: ({size + before + after}). Kernel "
+                                     f"size: ({d * (k - 1) + 1}). Kernel size can't be greater than actual input size",
+                                     op))
     params = dict(stride=stride, padding=pairs, dilation=dilation, groups=int(groups))
     out = run("conv", input, weight, **params) if bias is None else run("conv", input, weight, bias, **params)
     return out.squeeze(0) if unbatched else out

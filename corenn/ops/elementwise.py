@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 from corenn import _dtype
-from corenn.ops._kernel import (Op, broadcast_shapes, kernel, promote_pair, run, run1, run2, sum_to_shape,
-                                to_floating)
+from corenn._argcheck import check_number, named, not_tensors
+from corenn.ops._kernel import (Op, broadcast_shapes, is_scalar, kernel, promote_pair, public_function, run, run1,
+                                run2, sum_to_shape, to_floating)
 from corenn.tensor.tensor import Tensor
 
 
@@ -213,28 +214,35 @@ class Minimum(Op):
 
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other`` with broadcasting (``torch.add``)."""
-    if other.__class__ is not Tensor or input._data.dtype is not other._data.dtype:
+    try:
+        promote = other.__class__ is not Tensor or input._data.dtype is not other._data.dtype
+    except AttributeError:  # input is a number, or no tensor at all: promote_pair says which
+        promote = True
+    if promote:
         input, other = promote_pair(input, other)
     if out is not None:
-        return _maybe_out(run("add", input, other, alpha=alpha), out)
-    return run2("add", input, other, alpha=alpha) if alpha != 1 else run2("add", input, other)
+        return _maybe_out(run("add", input, other, alpha=check_number(alpha, "alpha")), out)
+    if alpha != 1:
+        return run2("add", input, other, alpha=check_number(alpha, "alpha"))
+    return run2("add", input, other)
 
 
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other`` with broadcasting (``torch.sub``)."""
     _check_bool_subtraction(input, other)
     input, other = promote_pair(input, other)
-    return _maybe_out(run2("sub", input, other, alpha=alpha), out)
+    return _maybe_out(run2("sub", input, other, alpha=check_number(alpha, "alpha")), out)
 
 
 def _check_bool_subtraction(input, other):
     bools = [x.dtype is _dtype.bool_ if isinstance(x, Tensor) else isinstance(x, bool) for x in (input, other)]
     if all(bools):
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
-                           "Use the `^` or `logical_xor()` operator instead.")
+        raise RuntimeError(named("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                                 "Use the `^` or `logical_xor()` operator instead."))
     if any(bools):
-        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
-                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        raise RuntimeError(named("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                                 "If you are trying to invert a mask, use the `~` or `logical_not()` operator "
+                                 "instead."))
 
 
 subtract = sub
@@ -251,7 +259,11 @@ def rsub(input, other, *, alpha=1):
 
 def mul(input, other, *, out=None):
     """Elementwise product with broadcasting (``torch.mul``)."""
-    if other.__class__ is not Tensor or input._data.dtype is not other._data.dtype:
+    try:
+        promote = other.__class__ is not Tensor or input._data.dtype is not other._data.dtype
+    except AttributeError:  # input is a number, or no tensor at all: promote_pair says which
+        promote = True
+    if promote:
         input, other = promote_pair(input, other)
     if out is not None:
         return _maybe_out(run2("mul", input, other), out)
@@ -311,9 +323,14 @@ def fmod(input, other):
 def pow(input, exponent):
     """``input ** exponent``; integer tensors raised to float exponents become float (``torch.pow``)."""
     if not isinstance(input, Tensor):
+        if not isinstance(exponent, Tensor) or not is_scalar(input):
+            raise not_tensors(input=input) if isinstance(exponent, Tensor) else not_tensors(exponent=exponent)
         exponent_tensor = exponent
         input = Tensor._wrap(exponent_tensor._device._xp.asarray(
             input, dtype=_dtype.dtype_with_scalar(exponent_tensor.dtype, input).numpy), exponent_tensor._device)
+    if isinstance(exponent, int) or (exponent.__class__ is not bool and hasattr(exponent, "__index__")
+                                     and not isinstance(exponent, Tensor)):
+        _check_integer_exponent(input.dtype, exponent)
     input, exponent = promote_pair(input, exponent)
     if input.dtype is _dtype.bool_ and isinstance(exponent, Tensor):
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
@@ -325,7 +342,20 @@ def pow(input, exponent):
         raise RuntimeError(str(error)) from None
 
 
+def _check_integer_exponent(dtype, exponent) -> None:
+    """PyTorch's errors for an integer tensor raised to an int that would otherwise wrap around silently."""
+    if dtype.is_floating_point or dtype is _dtype.bool_ or isinstance(exponent, bool):
+        return
+    exponent = int(exponent)
+    if exponent < 0:
+        raise RuntimeError(named("Integers to negative integer powers are not allowed."))
+    if exponent >= 1 << (8 * dtype.itemsize - dtype.is_signed):
+        raise RuntimeError(named(f"value cannot be converted to type {dtype.numpy.name}_t without overflow"))
+
+
 def float_power(input, exponent):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return pow(input.to(_dtype.float64), exponent.to(_dtype.float64) if isinstance(exponent, Tensor) else exponent)
 
 
@@ -366,14 +396,13 @@ def _comparison(name, numpy_name):
     Comparison.__name__ = Comparison.__qualname__ = name.capitalize()
 
     def compare(input, other):
-        if other is None:
-            return False if name == "eq" else True  # ``t == None`` as Python objects compare
+        if other is None and name in ("eq", "ne"):
+            return name == "ne"  # ``t == None`` as Python objects compare
         input, other = promote_pair(input, other)
         return run2(name, input, other)
 
-    compare.__name__ = name
-    compare.__doc__ = f"Elementwise ``{numpy_name}`` with broadcasting; returns a bool tensor (``torch.{name}``)."
-    return compare
+    return public_function(compare, name, f"Elementwise ``{numpy_name}`` with broadcasting; returns a bool tensor "
+                                          f"(``torch.{name}``).")
 
 
 eq = _comparison("eq", "equal")
@@ -399,13 +428,12 @@ def _bitwise(name, numpy_name):
 
     def bitwise(input, other):
         input, other = promote_pair(input, other)
-        if input.dtype.is_floating_point:
-            raise RuntimeError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}': bitwise operators "
-                               "need integer or bool tensors")
+        if input.dtype.is_floating_point:  # NotImplementedError, a RuntimeError, as PyTorch raises
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}': bitwise "
+                                      "operators need integer or bool tensors")
         return run2(name, input, other)
 
-    bitwise.__name__ = name
-    return bitwise
+    return public_function(bitwise, name)
 
 
 def _type_name(d):
@@ -443,6 +471,8 @@ def logical_not(input):
 
 def bitwise_not(input):
     """``~x``: logical not for bool tensors, bitwise not for integers."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input.dtype.is_floating_point:
         raise TypeError(f"~ (bitwise_not) is only supported for integer and bool tensors, got {input.dtype}")
     return run1("bitwise_not", input)
@@ -460,8 +490,7 @@ def _predicate(name, numpy_name):
     def predicate(input):
         return run1(name, input)
 
-    predicate.__name__ = name
-    return predicate
+    return public_function(predicate, name)
 
 
 isnan = _predicate("isnan", "isnan")
@@ -502,7 +531,13 @@ class Abs(Op):
 class Sign(Op):
     @staticmethod
     def forward(ctx, a):
-        return ctx.xp.sign(a)
+        xp = ctx.xp
+        if a.dtype.kind == "b":
+            return a.copy()  # sign of a bool is itself (numpy has no bool sign)
+        out = xp.sign(a)
+        if a.dtype.kind == "f":  # PyTorch: sign(nan) is 0 (in place, unless numpy gave a 0-d scalar)
+            out = xp.nan_to_num(out, copy=not out.ndim, nan=0.0)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
@@ -904,12 +939,15 @@ def _rounding(name):
             return grad * 0  # piecewise constant: zero gradient, as in PyTorch
 
     def rounding(input, *, decimals=0):
-        if not input.dtype.is_floating_point:
+        try:
+            floating = input._data.dtype.kind == "f"
+        except AttributeError:
+            raise not_tensors(input=input) from None
+        if not floating:
             return input.clone()
         return run(name, input, decimals=decimals) if name == "round" else run1(name, input)
 
-    rounding.__name__ = name
-    return rounding
+    return public_function(rounding, name)
 
 
 floor = _rounding("floor")
@@ -924,11 +962,10 @@ def _floating_unary(name):
         try:
             floating = input._data.dtype.kind == "f"
         except AttributeError:
-            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}") from None
+            raise not_tensors(input=input) from None
         return run1(name, input if floating else to_floating(input))
-    unary.__name__ = name
-    unary.__doc__ = f"Elementwise {name}; integer inputs compute in the default float dtype (``torch.{name}``)."
-    return unary
+    return public_function(unary, name, f"Elementwise {name}; integer inputs compute in the default float dtype "
+                                        f"(``torch.{name}``).")
 
 
 exp = _floating_unary("exp")
@@ -951,9 +988,11 @@ silu = _floating_unary("silu")
 
 
 def neg(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input.dtype is _dtype.bool_:
-        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
-                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+        raise RuntimeError(named("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+                                 "to invert a mask, use the `~` or `logical_not()` operator instead."))
     return run1("neg", input)
 
 
@@ -1009,10 +1048,14 @@ clip = clamp
 
 
 def clamp_min(input, min):  # noqa: A002
+    if min is None:
+        raise TypeError(named("argument 'min' must be Number or Tensor, not NoneType"))
     return clamp(input, min=min)
 
 
 def clamp_max(input, max):  # noqa: A002
+    if max is None:
+        raise TypeError(named("argument 'max' must be Number or Tensor, not NoneType"))
     return clamp(input, max=max)
 
 
@@ -1047,6 +1090,8 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         from corenn.ops.movement import nonzero
         return nonzero(condition, as_tuple=True)
+    if not isinstance(condition, Tensor):
+        raise not_tensors(condition=condition)
     if condition.dtype is not _dtype.bool_:
         condition = condition.to(_dtype.bool_)
     if not isinstance(input, Tensor):
@@ -1081,6 +1126,8 @@ class MaskedFill(Op):
 
 def masked_fill(input, mask, value):
     """Set elements where ``mask`` is true to ``value`` (a number or a 0-d tensor)."""
+    if not (isinstance(input, Tensor) and isinstance(mask, Tensor)):
+        raise not_tensors(input=input, mask=mask)
     if mask.dtype is not _dtype.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype}")
     if isinstance(value, Tensor):
@@ -1088,6 +1135,8 @@ def masked_fill(input, mask, value):
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
         value = value.to(input.dtype)
+    else:
+        value = check_number(value, "value")
     return run("masked_fill", input, mask, value)
 
 
@@ -1107,14 +1156,32 @@ def lerp(input, end, weight):
 
 
 def xlogy(input, other):
-    return mul(input, log(other)) if isinstance(other, Tensor) else mul(input, math.log(other))
+    """``input * log(other)``, but 0 where ``input`` is 0 and ``other`` is not NaN (``torch.xlogy``).
+
+    The zero case is the point: ``kl_div`` and entropy terms put ``0 * log(0)`` at 0.
+    """
+    if isinstance(other, Tensor):
+        product = mul(input, log(other))
+        zero_input = eq(input, 0) if isinstance(input, Tensor) else (
+            eq(other, other) if input == 0 else None)  # a scalar 0: every element whose other isn't NaN
+        if zero_input is None:
+            return product
+        return where(logical_and(zero_input, logical_not(isnan(other))), 0.0, product)
+    other = check_number(other, "other")
+    product = mul(input, math.log(other) if other > 0 else -math.inf if other == 0 else math.nan)
+    if math.isnan(other):
+        return product
+    return where(eq(input, 0), 0.0, product)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|`` (``torch.isclose``)."""
     input, other = promote_pair(input, other)
+    rtol, atol = check_number(rtol, "rtol"), check_number(atol, "atol")
     other_array = other._data if isinstance(other, Tensor) else other
     xp = input._device._xp
+    if isinstance(other, Tensor) and other.shape != input.shape:
+        broadcast_shapes(input.shape, other.shape)  # PyTorch's error, naming both shapes
     return Tensor._wrap(xp.isclose(input._data, other_array, rtol=rtol, atol=atol, equal_nan=equal_nan),
                         input._device)
 
@@ -1126,12 +1193,19 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
 
 def equal(input, other) -> bool:
     """True when both tensors have the same shape and elements (``torch.equal``)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
     if input.shape != other.shape:
         return False
     return bool((input == other).all().item())
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    nan = check_number(nan, "nan")
+    posinf = None if posinf is None else check_number(posinf, "posinf")
+    neginf = None if neginf is None else check_number(neginf, "neginf")
     xp = input._device._xp
     array = xp.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf)
     return Tensor._wrap(array, input._device)

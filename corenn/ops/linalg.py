@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import string
 
+from corenn._argcheck import check_number, named, not_tensors, type_name
 from corenn.ops._kernel import Op, kernel, run, sum_to_shape
 from corenn.tensor.tensor import Tensor
 
@@ -41,19 +42,22 @@ class Matmul(Op):
 
 def _check_matmul(a, b, op="matmul"):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
-        raise TypeError(f"{op}(): arguments must be Tensors, got {type(a).__name__} and {type(b).__name__}")
+        raise not_tensors(input=a, other=b)
     if a.ndim == 0 or b.ndim == 0:
-        raise RuntimeError(f"both arguments to {op} need to be at least 1D, but they are {a.ndim}D and {b.ndim}D")
+        raise RuntimeError(named(f"both arguments to {op} need to be at least 1D, but they are {a.ndim}D and "
+                                 f"{b.ndim}D"))
     if a.dtype is not b.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+        raise RuntimeError(named(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}"))
     inner_a = a.shape[-1]
     inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if inner_a != inner_b:
         if a.ndim == 1 and b.ndim == 1:
-            raise RuntimeError(f"inconsistent tensor size, expected tensor [{inner_a}] and src [{inner_b}] to have the "
-                               f"same number of elements, but got {inner_a} and {inner_b} elements respectively")
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(a.shape if a.ndim > 1 else (1, inner_a))}"
-                           f" and {_shape_str(b.shape if b.ndim > 1 else (inner_b, 1))})")
+            raise RuntimeError(named(f"inconsistent tensor size, expected tensor [{inner_a}] and src [{inner_b}] to "
+                                     f"have the same number of elements, but got {inner_a} and {inner_b} elements "
+                                     "respectively"))
+        raise RuntimeError(named(f"mat1 and mat2 shapes cannot be multiplied "
+                                 f"({_shape_str(a.shape if a.ndim > 1 else (1, inner_a))} and "
+                                 f"{_shape_str(b.shape if b.ndim > 1 else (inner_b, 1))})"))
 
 
 def matmul(input, other):
@@ -62,8 +66,8 @@ def matmul(input, other):
     try:
         result = run("matmul", input, other)
     except ValueError:
-        raise RuntimeError(f"matmul: batch dimensions of {list(input.shape)} and {list(other.shape)} cannot be "
-                           "broadcast together") from None
+        raise RuntimeError(named(f"batch dimensions of {list(input.shape)} and {list(other.shape)} cannot be "
+                                 "broadcast together")) from None
     fn = result._grad_fn
     if fn is not None:
         if input.ndim == 1 and other.ndim == 1:
@@ -77,30 +81,38 @@ def matmul(input, other):
 
 def mm(input, mat2):
     """Product of two matrices (2-D only; ``torch.mm``)."""
+    if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)):
+        raise not_tensors(input=input, mat2=mat2)
     if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+        raise RuntimeError(named(f"expected 2D tensors, got {input.ndim}D and {mat2.ndim}D", "mm"))
     return matmul(input, mat2)
 
 
 def bmm(input, mat2):
     """Batched product of 3-D tensors with equal batch sizes (``torch.bmm``)."""
+    if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)):
+        raise not_tensors(input=input, mat2=mat2)
     if input.ndim != 3 or mat2.ndim != 3:
-        raise RuntimeError(f"batch1 must be a 3D tensor, got {input.ndim}D and {mat2.ndim}D")
+        raise RuntimeError(named(f"batch1 must be a 3D tensor, got {input.ndim}D and {mat2.ndim}D"))
     if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
-                           f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+        raise RuntimeError(named(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
+                                 f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}]."))
     return matmul(input, mat2)
 
 
 def mv(input, vec):
+    if not (isinstance(input, Tensor) and isinstance(vec, Tensor)):
+        raise not_tensors(input=input, vec=vec)
     if input.ndim != 2 or vec.ndim != 1:
-        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {vec.ndim}")
+        raise RuntimeError(named(f"vector + matrix @ vector expected, got {input.ndim}, {vec.ndim}"))
     return matmul(input, vec)
 
 
 def dot(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
     if input.ndim != 1 or other.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+        raise RuntimeError(named(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors"))
     return matmul(input, other)
 
 
@@ -109,6 +121,8 @@ inner = dot
 
 def outer(input, vec2):
     """``input[:, None] * vec2[None, :]``."""
+    if not (isinstance(input, Tensor) and isinstance(vec2, Tensor)):
+        raise not_tensors(input=input, vec2=vec2)
     return input.reshape(-1, 1) * vec2.reshape(1, -1)
 
 
@@ -116,6 +130,9 @@ ger = outer
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    if not (isinstance(input, Tensor) and isinstance(mat1, Tensor) and isinstance(mat2, Tensor)):
+        raise not_tensors(input=input, mat1=mat1, mat2=mat2)
+    alpha, beta = check_number(alpha, "alpha"), check_number(beta, "beta")
     product = mm(mat1, mat2)
     if alpha != 1:
         product = product * alpha
@@ -123,6 +140,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    if not (isinstance(input, Tensor) and isinstance(batch1, Tensor) and isinstance(batch2, Tensor)):
+        raise not_tensors(input=input, batch1=batch1, batch2=batch2)
+    alpha, beta = check_number(alpha, "alpha"), check_number(beta, "beta")
     product = bmm(batch1, batch2)
     if alpha != 1:
         product = product * alpha
@@ -219,6 +239,12 @@ def einsum(equation, *operands):
     """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)`` (``torch.einsum``)."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise TypeError(named(f"argument 'equation' must be str, not {type_name(equation)}"))
+    for i, operand in enumerate(operands):
+        if not isinstance(operand, Tensor):
+            raise TypeError(named(f"expected Tensor as element {i} in argument 'operands', but got "
+                                  f"{type_name(operand)}"))
     equation = equation.replace(" ", "")
     terms, output = _expand_ellipsis(equation, [o.shape for o in operands])
     for term, operand in zip(terms, operands):

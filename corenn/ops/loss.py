@@ -75,15 +75,20 @@ class CrossEntropy(Op):
             q = q * weight_b
         q = q.astype(logits.dtype, copy=False)
         loss = -(q * log_probs).sum(axis=1)
-        ctx.save_for_backward(exp / sum_exp, q, log_probs if prob_target else None, weight_b)
-        ctx.reduction, ctx.denominator, ctx.label_smoothing = reduction, denominator, label_smoothing
+        if not prob_target and xp.isnan(loss).any().item():
+            # A -inf logit (a masked class) has log-probability -inf and, unless it is the target or label
+            # smoothing spreads onto it, coefficient 0: its 0 * -inf must count as 0, as in PyTorch. Checked on
+            # the (N, *d) losses, so finite logits pay one small test; nan logits stay nan.
+            loss = -xp.where(q != 0, q * log_probs, 0).sum(axis=1)
+        ctx.save_for_backward(exp / sum_exp, q, log_probs if prob_target else None, weight_b, denominator)
+        ctx.reduction, ctx.label_smoothing = reduction, label_smoothing
         return _reduce(loss, reduction, denominator).astype(logits.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
-        probs, q, log_probs, weight_b = ctx.saved
+        probs, q, log_probs, weight_b, denominator = ctx.saved
         xp = ctx.xp
-        scale = _upstream(grad, ctx.reduction, ctx.denominator)
+        scale = _upstream(grad, ctx.reduction, denominator)
         if ctx.reduction == "none":
             scale = xp.expand_dims(scale, 1)
         grad_logits = None
@@ -112,15 +117,15 @@ class NllLoss(Op):
         per_sample = valid.astype(log_probs.dtype) if weight is None else weight[index] * valid
         loss = -picked * per_sample
         denominator = per_sample.sum()
-        ctx.save_for_backward(index, per_sample)
-        ctx.reduction, ctx.denominator, ctx.classes = reduction, denominator, classes
+        ctx.save_for_backward(index, per_sample, denominator)
+        ctx.reduction, ctx.classes = reduction, classes
         return _reduce(loss, reduction, denominator).astype(log_probs.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        index, per_sample = ctx.saved
-        scale = -per_sample * _upstream(grad, ctx.reduction, ctx.denominator)
+        index, per_sample, denominator = ctx.saved
+        scale = -per_sample * _upstream(grad, ctx.reduction, denominator)
         one_hot = xp.expand_dims(index, 1) == xp.arange(ctx.classes).reshape(_class_shape(index.ndim + 1,
                                                                                           ctx.classes))
         return (one_hot * xp.expand_dims(scale, 1)).astype(per_sample.dtype, copy=False), None, None

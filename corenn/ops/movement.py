@@ -8,41 +8,42 @@ import numbers
 import numpy as np
 
 from corenn import _dtype, dispatch
+from corenn._argcheck import check_int, check_ints, named, not_tensors, type_name
 from corenn.autograd import node as _node
 from corenn.kernels import PAD_MODES, full_index
 from corenn.ops._kernel import Op, kernel, promote_pair, run, sum_to_shape
 from corenn.tensor.tensor import Tensor, _normalize_dim, tensor as _tensor
 
 
-def _sizes(args) -> tuple:
+def _sizes(args, argument="size") -> tuple:
     """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all mean the sizes (2, 3)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     out = []
     for s in args:
-        if isinstance(s, Tensor):
+        if isinstance(s, Tensor) and s.numel() == 1:
             s = s.item()
-        if not isinstance(s, numbers.Integral):
-            raise TypeError(f"sizes must be integers, got {type(s).__name__} ({s!r})")
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise TypeError(named(f"argument '{argument}' must be a sequence of ints, got {type_name(s)} ({s!r})"))
         out.append(int(s))
     return tuple(out)
 
 
 def _infer_shape(shape, numel):
     if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
+        raise RuntimeError(named("only one dimension can be inferred"))
     known = 1
     for s in shape:
         if s != -1:
             if s < 0:
-                raise RuntimeError(f"invalid shape dimension {s}")
+                raise RuntimeError(named(f"invalid shape dimension {s}"))
             known *= s
     if -1 in shape:
         if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+            raise RuntimeError(named(f"shape '{list(shape)}' is invalid for input of size {numel}"))
         shape = tuple(numel // known if s == -1 else s for s in shape)
     elif known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        raise RuntimeError(named(f"shape '{list(shape)}' is invalid for input of size {numel}"))
     return shape
 
 
@@ -73,7 +74,9 @@ class Reshape(Op):
 
 def reshape(input, *shape):
     """Same data with a new shape; a view when the layout allows (``torch.reshape``)."""
-    shape = _infer_shape(_sizes(shape), input.numel())
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    shape = _infer_shape(_sizes(shape, "shape"), input.numel())
     if shape == input._data.shape:
         return _alias(input)
     return run("reshape", input, shape=shape)
@@ -81,18 +84,24 @@ def reshape(input, *shape):
 
 def view(input, *shape):
     """A view with a new shape; RuntimeError when the strides don't allow one (use ``reshape``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if len(shape) == 1 and isinstance(shape[0], _dtype.dtype):
         target = shape[0]
         return Tensor._wrap(input._data.view(target.numpy), input._device)
-    shape = _infer_shape(_sizes(shape), input.numel())
+    shape = _infer_shape(_sizes(shape, "shape"), input.numel())
     return run("reshape", input, shape=shape, must_view=True)
 
 
 def view_as(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
     return view(input, other.shape)
 
 
 def reshape_as(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
     return reshape(input, other.shape)
 
 
@@ -112,10 +121,12 @@ def _alias(input):
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     ndim = input.ndim
     if ndim == 0:
         return reshape(input, 1)
-    start, end = _normalize_dim(start_dim, ndim), _normalize_dim(end_dim, ndim)
+    start, end = _normalize_dim(start_dim, ndim, "start_dim"), _normalize_dim(end_dim, ndim, "end_dim")
     if start > end:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input._data.shape
@@ -126,9 +137,13 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def unflatten(input, dim, sizes):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     dim = _normalize_dim(dim, input.ndim)
     shape = input._data.shape
-    sizes = tuple(sizes)
+    if not isinstance(sizes, (tuple, list)):
+        raise TypeError(named(f"argument 'sizes' must be tuple of ints, not {type_name(sizes)}"))
+    sizes = check_ints(sizes, "sizes")
     if -1 in sizes:
         sizes = _infer_shape(sizes, shape[dim])
     elif sizes and math.prod(sizes) != shape[dim]:
@@ -139,6 +154,8 @@ def unflatten(input, dim, sizes):
 
 
 def squeeze(input, dim=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     shape = input._data.shape
     if dim is None:
         dims = [i for i, s in enumerate(shape) if s == 1]
@@ -153,6 +170,8 @@ def squeeze(input, dim=None):
 
 
 def unsqueeze(input, dim):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     dim = _normalize_dim(dim, input.ndim + 1)
     shape = input._data.shape
     result = reshape(input, shape[:dim] + (1,) + shape[dim:])
@@ -177,8 +196,10 @@ class Permute(Op):
 
 
 def permute(input, *dims):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     ndim = input.ndim
-    dims = tuple(_normalize_dim(d, ndim) for d in _sizes(dims))
+    dims = tuple(_normalize_dim(d, ndim) for d in _sizes(dims, "dims"))
     if sorted(dims) != list(range(ndim)):
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
                            f"of the desired ordering of dimensions i.e. input.dim() = {ndim} is not equal to "
@@ -187,10 +208,12 @@ def permute(input, *dims):
 
 
 def transpose(input, dim0, dim1):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     ndim = input.ndim
     if ndim == 0:
         return _alias(input)
-    d0, d1 = _normalize_dim(dim0, ndim), _normalize_dim(dim1, ndim)
+    d0, d1 = _normalize_dim(dim0, ndim, "dim0"), _normalize_dim(dim1, ndim, "dim1")
     axes = list(range(ndim))
     axes[d0], axes[d1] = axes[d1], axes[d0]
     result = run("permute", input, axes=tuple(axes))
@@ -203,6 +226,8 @@ swapaxes = swapdims = transpose
 
 
 def t(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     if input.ndim < 2:
@@ -214,9 +239,13 @@ def t(input):
 
 
 def movedim(input, source, destination):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     ndim = input.ndim
-    source = [source] if isinstance(source, int) else list(source)
-    destination = [destination] if isinstance(destination, int) else list(destination)
+    source, destination = check_ints(source, "source"), check_ints(destination, "destination")
+    if len(source) != len(destination):
+        raise RuntimeError(named(f"Invalid source or destination dims: source ({list(source)} dims) should contain "
+                                 f"the same number of dims as destination ({list(destination)} dims)"))
     source = [_normalize_dim(s, ndim) for s in source]
     destination = [_normalize_dim(d, ndim) for d in destination]
     order = [i for i in range(ndim) if i not in source]
@@ -234,7 +263,7 @@ def _T(self):
 
 def _mT(self):
     if self.ndim < 2:
-        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+        raise RuntimeError(named("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor."))
     return transpose(self, -2, -1)
 
 
@@ -251,25 +280,28 @@ class Expand(Op):
 
 
 def expand(input, *sizes):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     sizes = _sizes(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of sizes "
-                           f"provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
-                           f"tensor ({len(shape)})")
+        raise RuntimeError(named(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of sizes "
+                                 f"provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
+                                 f"tensor ({len(shape)})"))
     offset = len(sizes) - len(shape)
     target = []
     for i, size in enumerate(sizes):
         existing = shape[i - offset] if i >= offset else None
         if size == -1:
             if existing is None:
-                raise RuntimeError("The expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
-                                   "dimension")
+                raise RuntimeError(named("The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                         "non-existing dimension"))
             size = existing
         elif existing is not None and existing != 1 and existing != size:
-            raise RuntimeError(f"The expanded size of the tensor ({size}) must match the existing size ({existing}) at "
-                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
-                               f"{list(shape)}")
+            raise RuntimeError(named(f"The expanded size of the tensor ({size}) must match the existing size "
+                                     f"({existing}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                                     "Tensor sizes: "
+                                     f"{list(shape)}"))
         target.append(size)
     target = tuple(target)
     if target == shape:
@@ -278,15 +310,22 @@ def expand(input, *sizes):
 
 
 def expand_as(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
     return expand(input, other.shape)
 
 
 def broadcast_to(input, shape):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return expand(input, shape)
 
 
 def broadcast_tensors(*tensors):
     from corenn.ops._kernel import broadcast_shapes
+    if not tensors:
+        return ()
+    tensors = _tensor_sequence(tensors, "broadcast_tensors")
     shape = broadcast_shapes(*[t.shape for t in tensors])
     return tuple(expand(t, shape) for t in tensors)
 
@@ -310,13 +349,21 @@ class Repeat(Op):
 
 
 def repeat(input, *sizes):
-    sizes = _sizes(sizes)
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    sizes = _sizes(sizes, "sizes")
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(named(f"Trying to create tensor with negative dimension {builtins.min(sizes)}: "
+                                 f"{list(sizes)}"))
     if len(sizes) < input.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+        raise RuntimeError(named("Number of dimensions of repeat dims can not be smaller than number of dimensions "
+                                 "of tensor"))
     return run("repeat", input, repeats=sizes)
 
 
 def tile(input, dims):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     dims = _sizes((dims,)) if isinstance(dims, (tuple, list)) else _sizes((dims,))
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
@@ -335,6 +382,8 @@ class Contiguous(Op):
 
 
 def contiguous(input, memory_format=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input._data.flags.c_contiguous:
         return input
     return run("contiguous", input)
@@ -353,6 +402,8 @@ class Clone(Op):
 
 def clone(input, *, memory_format=None):
     """A copy with its own memory, still connected to the graph (``torch.clone``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return run("clone", input)
 
 
@@ -446,11 +497,12 @@ def cat(tensors, dim=0, *, out=None):
     axis = _normalize_dim(dim, reference.ndim)
     for i, t in enumerate(tensors):
         if t.ndim != reference.ndim:
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {reference.ndim} and {t.ndim}")
+            raise RuntimeError(named(f"Tensors must have same number of dimensions: got {reference.ndim} and {t.ndim}"))
         for d in range(reference.ndim):
             if d != axis and t.shape[d] != reference.shape[d]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
-                                   f"{reference.shape[d]} but got size {t.shape[d]} for tensor number {i} in the list.")
+                raise RuntimeError(named(f"Sizes of tensors must match except in dimension {axis}. Expected size "
+                                         f"{reference.shape[d]} but got size {t.shape[d]} for tensor number {i} in "
+                                         "the list."))
     return run("cat", *tensors, axis=axis)
 
 
@@ -459,12 +511,13 @@ concat = concatenate = cat
 
 def _tensor_sequence(tensors, op):
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{op}() argument 'tensors' must be a tuple or list of Tensors, not {type(tensors).__name__}")
+        raise TypeError(named(f"argument 'tensors' must be a tuple or list of Tensors, not {type_name(tensors)}", op))
     if not tensors:
-        raise RuntimeError(f"{op}(): expected a non-empty list of Tensors")
+        raise RuntimeError(named("expected a non-empty list of Tensors", op))
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
-            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(t).__name__}")
+            raise TypeError(named(f"expected Tensor as element {i} in argument 'tensors', but got {type_name(t)}",
+                                  op))
     return list(tensors)
 
 
@@ -494,25 +547,29 @@ def stack(tensors, dim=0, *, out=None):
     shape = tensors[0].shape
     for i, t in enumerate(tensors):
         if t.shape != shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 and "
-                               f"{list(t.shape)} at entry {i}")
+            raise RuntimeError(named(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                                     f"and {list(t.shape)} at entry {i}"))
     return run("stack", *tensors, axis=_normalize_dim(dim, len(shape) + 1))
 
 
 def hstack(tensors):
-    tensors = [atleast_1d(t) for t in tensors]
+    tensors = [atleast_1d(t) for t in _tensor_sequence(tensors, "hstack")]
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
-    return cat([atleast_2d(t) for t in tensors], 0)
+    return cat([atleast_2d(t) for t in _tensor_sequence(tensors, "vstack")], 0)
 
 
 def atleast_1d(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return reshape(input, 1) if input.ndim == 0 else input
 
 
 def atleast_2d(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return reshape(input, (1,) * (2 - input.ndim) + input.shape) if input.ndim < 2 else input
 
 
@@ -535,6 +592,8 @@ class Split(Op):
     @staticmethod
     def backward(ctx, grads):
         xp = ctx.xp
+        if ctx.num_outputs == 1:  # one piece: the engine hands over its gradient alone, not in a tuple
+            grads = (grads,)
         filled = []
         for size, g in zip(ctx.sizes, grads):
             if g is None:
@@ -547,38 +606,59 @@ class Split(Op):
 
 def split(tensor, split_size_or_sections, dim=0):
     """Split into pieces of ``split_size`` (the last may be smaller) or of the given sizes."""
+    if not isinstance(tensor, Tensor):
+        raise not_tensors(tensor=tensor)
     axis = _normalize_dim(dim, tensor.ndim)
     length = tensor.shape[axis]
     if isinstance(split_size_or_sections, numbers.Integral):
         step = int(split_size_or_sections)
-        if step <= 0:
-            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got split_size={step}")
-        sizes = [builtins.min(step, length - start) for start in range(0, length, step)] or [0]
+        if step < 0:
+            raise RuntimeError(named(f"split expects split_size be non-negative, but got split_size={step}"))
+        if step == 0 and length:
+            raise RuntimeError(named(f"split_size can only be 0 if dimension size is 0, but got dimension size of "
+                                     f"{length}"))
+        sizes = [builtins.min(step, length - start) for start in range(0, length, step)] if length else [0]
     else:
-        sizes = [int(s) for s in split_size_or_sections]
+        sizes = list(check_ints(split_size_or_sections, "split_size_or_sections"))
         if builtins.sum(sizes) != length:
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {length} (input tensor's size "
-                               f"at dimension {axis}), but got split_sizes={sizes}")
+            raise RuntimeError(named(f"split_with_sizes expects split_sizes to sum exactly to {length} (input "
+                                     f"tensor's size at dimension {axis}), but got split_sizes={sizes}"))
     return run("split", tensor, sizes=tuple(sizes), axis=axis)
 
 
 def chunk(input, chunks, dim=0):
+    """``chunks`` pieces of ``ceil(size / chunks)`` along ``dim`` (fewer when they run out), ``torch.chunk``.
+
+    An empty dimension gives ``chunks`` empty pieces, as in PyTorch.
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim == 0:
+        raise RuntimeError(named("chunk expects at least a 1-dimensional tensor"))
+    chunks = check_int(chunks, "chunks")
     if chunks <= 0:
-        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-    length = input.shape[_normalize_dim(dim, input.ndim)]
-    step = -(-length // chunks) if length else 1
-    return split(input, step, dim)
+        raise RuntimeError(named(f"chunk expects `chunks` to be greater than 0, got: {chunks}"))
+    axis = _normalize_dim(dim, input.ndim)
+    length = input.shape[axis]
+    if length == 0:
+        return run("split", input, sizes=(0,) * chunks, axis=axis)
+    return split(input, -(-length // chunks), axis)
 
 
 def tensor_split(input, indices_or_sections, dim=0):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     axis = _normalize_dim(dim, input.ndim)
     length = input.shape[axis]
     if isinstance(indices_or_sections, numbers.Integral):
         n = int(indices_or_sections)
+        if n <= 0:
+            raise RuntimeError(named(f"number of sections must be larger than 0, got {n}"))
         base, extra = divmod(length, n)
         sizes = [base + 1] * extra + [base] * (n - extra)
     else:
-        bounds = [0] + [builtins.min(int(i), length) for i in indices_or_sections] + [length]
+        bounds = [0] + [builtins.min(i, length) for i in check_ints(indices_or_sections, "indices_or_sections")]
+        bounds.append(length)
         sizes = [builtins.max(b - a, 0) for a, b in zip(bounds[:-1], bounds[1:])]
     return run("split", input, sizes=tuple(sizes), axis=axis)
 
@@ -598,6 +678,8 @@ class Unbind(Op):
     @staticmethod
     def backward(ctx, grads):
         xp = ctx.xp
+        if ctx.num_outputs == 1:  # one slice: the engine hands over its gradient alone, not in a tuple
+            grads = (grads,)
         like = next(g for g in grads if g is not None)
         filled = [g if g is not None else xp.zeros_like(like) for g in grads]
         return xp.stack(filled, axis=ctx.axis)
@@ -605,29 +687,38 @@ class Unbind(Op):
 
 def unbind(input, dim=0):
     """The slices along ``dim`` as a tuple of tensors (``torch.unbind``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input.ndim == 0:
-        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+        raise IndexError(named("Dimension specified as 0 but tensor has no dimensions"))
     return run("unbind", input, axis=_normalize_dim(dim, input.ndim))
 
 
 def narrow(input, dim, start, length):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     axis = _normalize_dim(dim, input.ndim)
-    if isinstance(start, Tensor):
-        start = start.item()
+    start, length = check_int(start, "start"), check_int(length, "length")
     size = input.shape[axis]
+    if not -size <= start <= size:
+        raise IndexError(named(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})"))
     if start < 0:
         start += size
-    if not 0 <= start <= size or length < 0 or start + length > size:
-        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    if length < 0:
+        raise RuntimeError(named(f"narrow(): length must be non-negative, got {length}"))
+    if start + length > size:
+        raise RuntimeError(named(f"start ({start}) + length ({length}) exceeds dimension size ({size})."))
     index = [slice(None)] * input.ndim
     index[axis] = slice(start, start + length)
     return getitem(input, tuple(index))
 
 
 def select(input, dim, index):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     axis = _normalize_dim(dim, input.ndim)
     full = [slice(None)] * input.ndim
-    full[axis] = index
+    full[axis] = check_int(index, "index")
     return getitem(input, tuple(full))
 
 
@@ -650,11 +741,11 @@ def _convert_index(index, device):
             array = item._data
             if item._device is not device:
                 if item._device.type != "cpu":
-                    raise RuntimeError(f"indices should be either on cpu or on the same device as the indexed tensor "
-                                       f"({device}), got {item._device}")
+                    raise RuntimeError(named(f"indices should be either on cpu or on the same device as the indexed "
+                                             f"tensor ({device}), got {item._device}"))
                 array = _host_to(array, device)  # cpu indices serve any device, as in PyTorch
             if array.dtype.kind == "f":
-                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+                raise IndexError(named("tensors used as indices must be long, int, byte or bool tensors"))
             if array.dtype.kind == "b" or array.dtype == device._xp.uint8 and array.ndim > 0:
                 converted.extend(device._xp.nonzero(array.astype(bool)))
                 advanced = True
@@ -667,7 +758,7 @@ def _convert_index(index, device):
                 converted.extend(device._xp.nonzero(array))
             else:
                 if array.dtype.kind == "f":
-                    raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+                    raise IndexError(named("tensors used as indices must be long, int, byte or bool tensors"))
                 converted.append(array)
             advanced = True
         elif isinstance(item, bool):
@@ -676,8 +767,8 @@ def _convert_index(index, device):
         elif isinstance(item, (numbers.Integral, slice)) or item is None or item is Ellipsis:
             converted.append(item)
         else:
-            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
-                             f"valid indices (got {type(item).__name__})")
+            raise IndexError(named(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+                                   f"are valid indices (got {type(item).__name__})"))
     return tuple(converted), advanced
 
 
@@ -699,9 +790,9 @@ def _check_bounds(shape, index):
             continue
         if isinstance(item, numbers.Integral) and not isinstance(item, bool):
             if dim >= len(shape):
-                raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+                raise IndexError(named(f"too many indices for tensor of dimension {len(shape)}"))
             if not -shape[dim] <= item < shape[dim]:
-                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {shape[dim]}")
+                raise IndexError(named(f"index {item} is out of bounds for dimension {dim} with size {shape[dim]}"))
         dim += 1
 
 
@@ -709,17 +800,22 @@ def _check_bounds(shape, index):
 class GetItem(Op):
     @staticmethod
     def forward(ctx, a, index, advanced=False):
-        ctx.shape, ctx.dtype, ctx.index, ctx.advanced = a.shape, a.dtype, index, advanced
+        ctx.shape, ctx.dtype, ctx.advanced = a.shape, a.dtype, advanced
+        if advanced:
+            ctx.save_for_backward(*index)  # the index tuple, arrays and all: backward frees it
+        else:
+            ctx.index = index  # ints and slices only: nothing to free, and a second backward may run
         return a[index]
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
+        index = ctx.saved if ctx.advanced else ctx.index
         grad_input = xp.zeros(ctx.shape, dtype=grad.dtype)
         if ctx.advanced:
-            xp.add.at(grad_input, ctx.index, grad)  # repeated indices accumulate
+            xp.add.at(grad_input, index, grad)  # repeated indices accumulate
         else:
-            grad_input[ctx.index] = grad
+            grad_input[index] = grad
         return grad_input
 
 
@@ -730,7 +826,7 @@ def getitem(input, index):
     try:
         result = run("getitem", input, index=converted, advanced=advanced)
     except IndexError as error:
-        raise IndexError(f"{error} (indexing a tensor of shape {list(input.shape)})") from None
+        raise IndexError(named(f"{error} (indexing a tensor of shape {list(input.shape)})")) from None
     fn = result._grad_fn
     if fn is not None:
         if advanced:
@@ -750,19 +846,20 @@ class IndexPut(Op):
             xp.add.at(out, index, value)
         else:
             out[index] = value
-        ctx.index, ctx.accumulate = index, accumulate
-        ctx.value_shape = getattr(value, "shape", None)
+        ctx.save_for_backward(*index)  # the index tuple, arrays and all: backward frees it
+        ctx.accumulate, ctx.value_shape = accumulate, getattr(value, "shape", None)
         return out
 
     @staticmethod
     def backward(ctx, grad):
+        index = ctx.saved
         grad_input = grad
         if not ctx.accumulate:
             grad_input = grad.copy()
-            grad_input[ctx.index] = 0
+            grad_input[index] = 0
         grad_value = None
         if ctx.value_shape is not None:
-            grad_value = sum_to_shape(grad[ctx.index], ctx.value_shape)
+            grad_value = sum_to_shape(grad[index], ctx.value_shape)
         return grad_input, grad_value
 
 
@@ -781,22 +878,33 @@ def setitem(input, index, value):
         return
     if isinstance(value, Tensor):
         if value._device is not input._device:
-            raise RuntimeError(f"expected value on {input._device}, got {value._device}")
+            raise RuntimeError(named(f"expected value on {input._device}, got {value._device}"))
         value = value._data
     try:
         input._data[converted] = value
     except ValueError as error:
-        raise RuntimeError(f"shape mismatch: value cannot be broadcast to the indexing result of a tensor of shape "
-                           f"{list(input.shape)}: {error}") from None
+        raise RuntimeError(named(f"shape mismatch: value cannot be broadcast to the indexing result of a tensor of "
+                                 f"shape {list(input.shape)}: {error}")) from None
 
 
 def index_put(input, indices, values, accumulate=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(named(f"argument 'indices' must be tuple of Tensors, not {type_name(indices)}"))
     converted, _ = _convert_index(tuple(indices), input._device)
     return run("index_put", input, values, index=converted, accumulate=accumulate)
 
 
 def nonzero(input, *, as_tuple=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     xp = input._device._xp
+    if input._data.ndim == 0:  # numpy refuses a 0-d array; PyTorch treats it as one element
+        hit = int(bool(input._data.item()))
+        if as_tuple:
+            return (Tensor._wrap(xp.zeros(hit, dtype=xp.int64), input._device),)
+        return Tensor._wrap(xp.zeros((hit, 0), dtype=xp.int64), input._device)
     coords = xp.nonzero(input._data)
     if as_tuple:
         return tuple(Tensor._wrap(c.astype(xp.int64), input._device) for c in coords)
@@ -808,6 +916,8 @@ argwhere = nonzero
 
 
 def masked_select(input, mask):
+    if not (isinstance(input, Tensor) and isinstance(mask, Tensor)):
+        raise not_tensors(input=input, mask=mask)
     input, mask = broadcast_tensors(input, mask)
     return getitem(input, mask)
 
@@ -816,47 +926,96 @@ def masked_select(input, mask):
 class Gather(Op):
     @staticmethod
     def forward(ctx, a, index, axis):
-        xp = ctx.xp
-        coords = full_index(xp, index, axis)
-        ctx.shape, ctx.coords = a.shape, coords
-        return a[coords]
+        ctx.shape, ctx.axis = a.shape, axis
+        ctx.save_for_backward(index)  # the coordinates are rebuilt from it: sparse grids cost nothing
+        return a[full_index(ctx.xp, index, axis)]
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
+        (index,) = ctx.saved
         grad_input = xp.zeros(ctx.shape, dtype=grad.dtype)
-        xp.add.at(grad_input, ctx.coords, grad)
+        xp.add.at(grad_input, full_index(xp, index, ctx.axis), grad)
         return grad_input, None
 
 
 def _check_index(index, op):
     if not isinstance(index, Tensor):
-        raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
+        raise TypeError(named(f"argument 'index' must be Tensor, not {type_name(index)}", op))
     if index.dtype.is_floating_point or index.dtype is _dtype.bool_:
-        raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index.dtype}")
+        raise RuntimeError(named(f"Expected dtype int64 for index, got {index.dtype}", op))
+
+
+class IndexOutOfRangeError(IndexError, RuntimeError):
+    """An index outside its dimension: both an IndexError and a RuntimeError.
+
+    PyTorch raises either for the same mistake, depending on the op and even its arguments
+    (``index_add`` raises RuntimeError, with ``alpha=2`` IndexError; ``embedding`` IndexError,
+    ``gather`` RuntimeError); code written against PyTorch catches this one either way.
+    """
+
+
+def _check_in_range(index, size, axis, op, error=IndexOutOfRangeError):
+    """PyTorch's error for an index outside ``[0, size)``: negative indices do not wrap here.
+
+    One ``min`` and one ``max`` over the index, vectorised; what gather, scatter and
+    index_add check before their kernels run (a kernel must never index out of bounds).
+    """
+    if not index.numel():
+        return
+    data = index._data
+    low, high = data.min().item(), data.max().item()
+    if low < 0 or high >= size:
+        raise error(named(f"index {low if low < 0 else high} is out of bounds for dimension {axis} with size {size}",
+                          op))
+
+
+def _nonempty(t):
+    """A 0-d tensor as shape (1,): PyTorch's gather/scatter/index_add treat a scalar as one element."""
+    return reshape(t, 1) if isinstance(t, Tensor) and t.ndim == 0 else t
 
 
 def gather(input, dim, index, *, sparse_grad=False):
-    """``out[i][j] = input[index[i][j]][j]`` along ``dim`` (``torch.gather``)."""
+    """``out[i][j] = input[index[i][j]][j]`` along ``dim`` (``torch.gather``).
+
+    Every index must be in ``[0, input.shape[dim])``: negative indices raise, as in PyTorch.
+    """
+    if not (isinstance(input, Tensor) and isinstance(index, Tensor)):
+        raise not_tensors(input=input, index=index)
     _check_index(index, "gather")
     axis = _normalize_dim(dim, input.ndim)
+    if input.ndim == 0 or index.ndim == 0:
+        if max(input.ndim, 1) == max(index.ndim, 1):
+            return reshape(gather(_nonempty(input), axis, _nonempty(index)), index.shape)
     if index.ndim != input.ndim:
-        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+        raise RuntimeError(named("Index tensor must have the same number of dimensions as input tensor"))
     for d in range(input.ndim):
         if d != axis and index.shape[d] > input.shape[d]:
-            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be "
-                               f"smaller than self {list(input.shape)} apart from dimension {axis}")
-    if index.numel() and (index._data.max().item() >= input.shape[axis] or
-                          index._data.min().item() < -input.shape[axis]):
-        raise RuntimeError(f"index {index._data.max().item()} is out of bounds for dimension {axis} with size "
-                           f"{input.shape[axis]}")
+            raise RuntimeError(named(f"Size does not match at dimension {d} expected index {list(index.shape)} to be "
+                                     f"no larger than self {list(input.shape)} apart from dimension {axis}"))
+    _check_in_range(index, input.shape[axis], axis, "gather")
     return run("gather", input, index, axis=axis)
 
 
 def take_along_dim(input, indices, dim=None):
+    """Values of ``input`` at ``indices`` along ``dim`` (``torch.take_along_dim``); ``indices`` broadcast.
+
+    As in PyTorch, with a ``dim`` a negative index counts from the end (``gather`` refuses one).
+    An index outside ``[-size, size)`` raises (PyTorch wraps it around).
+    """
+    if not (isinstance(input, Tensor) and isinstance(indices, Tensor)):
+        raise not_tensors(input=input, indices=indices)
+    _check_index(indices, "take_along_dim")
     if dim is None:
-        return gather(reshape(input, -1), 0, reshape(indices, -1))
-    axis = _normalize_dim(dim, input.ndim)
+        input, indices, axis = reshape(input, -1), reshape(indices, -1), 0
+    else:
+        axis = _normalize_dim(dim, input.ndim)
+    if dim is None:  # PyTorch refuses a negative index here, as gather does
+        return gather(input, 0, indices)
+    size = input.shape[axis] if input.ndim else 1
+    lowest = indices._data.min().item() if indices.numel() else 0
+    if -size <= lowest < 0:  # below -size stays negative: gather names it (PyTorch wraps it around silently)
+        indices = indices + (indices < 0).to(indices.dtype) * size
     shape = list(input.shape)
     index_shape = list(indices.shape)
     shape[axis] = index_shape[axis] = 1
@@ -873,6 +1032,7 @@ class Scatter(Op):
     def forward(ctx, a, index, src, axis, reduce=None):
         xp = ctx.xp
         coords = full_index(xp, index, axis)
+        # The front end checked that src is at least as large as index in every dimension.
         values = src[tuple(slice(0, s) for s in index.shape)] if hasattr(src, "shape") and src.ndim else src
         out = a.copy()
         if reduce == "add":
@@ -881,37 +1041,77 @@ class Scatter(Op):
             xp.multiply.at(out, coords, values)
         else:
             out[coords] = values
-        ctx.coords, ctx.reduce, ctx.index_shape = coords, reduce, index.shape
-        ctx.src_shape = getattr(src, "shape", None)
+        ctx.save_for_backward(index)
+        ctx.axis, ctx.reduce, ctx.src_shape = axis, reduce, getattr(src, "shape", None)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
+        (index,) = ctx.saved
+        coords = full_index(xp, index, ctx.axis)
         grad_input = grad
         if ctx.reduce is None:
             grad_input = grad.copy()
-            grad_input[ctx.coords] = 0
+            grad_input[coords] = 0
         grad_src = None
         if ctx.src_shape is not None:
             grad_src = xp.zeros(ctx.src_shape, dtype=grad.dtype)
-            grad_src[tuple(slice(0, s) for s in ctx.index_shape)] = grad[ctx.coords]
+            grad_src[tuple(slice(0, s) for s in index.shape)] = grad[coords]
         return grad_input, None, grad_src
 
 
+def _check_scatter(op, input, axis, index, src):
+    """PyTorch's shape rules for scatter: index no larger than self (apart from ``dim``) nor than src."""
+    if not index.numel():
+        return
+    if max(index.ndim, 1) != max(input.ndim, 1):
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as self tensor")
+    has_src = isinstance(src, Tensor)
+    if has_src and max(src.ndim, 1) != max(index.ndim, 1):
+        error = IndexError if 0 < src.ndim < index.ndim else RuntimeError  # PyTorch's types, its messages unclear
+        raise error(f"{op}(): Index tensor must have the same number of dimensions as src tensor")
+    index_shape, self_shape = index.shape or (1,), input.shape or (1,)
+    wrong = any(i > s for d, (i, s) in enumerate(zip(index_shape, self_shape)) if d != axis)
+    if has_src:
+        wrong = wrong or any(i > s for i, s in zip(index_shape, src.shape or (1,)))
+    if wrong:
+        raise RuntimeError(f"{op}(): Expected index {list(index.shape)} to be no larger than self "
+                           f"{list(input.shape)} apart from dimension {axis}"
+                           + (f" and to be no larger size than src {list(src.shape)}" if has_src else ""))
+    _check_in_range(index, self_shape[axis], axis, op)
+
+
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
-    """Write ``src`` (or ``value``) into a copy of ``input`` at ``index`` along ``dim`` (``torch.scatter``)."""
+    """Write ``src`` (or ``value``) into a copy of ``input`` at ``index`` along ``dim`` (``torch.scatter``).
+
+    ``index`` must be no larger than ``input`` (apart from ``dim``) nor than ``src`` in any
+    dimension, and its values in ``[0, input.shape[dim])``; anything else raises, as in PyTorch.
+    """
+    if not (isinstance(input, Tensor) and isinstance(index, Tensor)):
+        raise not_tensors(input=input, index=index)
     _check_index(index, "scatter")
     axis = _normalize_dim(dim, input.ndim)
     if src is None:
         src = value
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"scatter(): reduce argument must be either add or multiply, got {reduce!r}")
     if isinstance(src, Tensor):
         src = src.to(input.dtype) if src.dtype is not input.dtype else src
+    _check_scatter("scatter_add" if reduce == "add" else "scatter", input, axis, index, src)
+    if not index.numel():
+        return clone(input)
+    if input.ndim == 0 or index.ndim == 0:
+        return reshape(scatter(_nonempty(input), axis, _nonempty(index), _nonempty(src), reduce=reduce), input.shape)
     return run("scatter", input, index, src, axis=axis, reduce=reduce)
 
 
 def scatter_add(input, dim, index, src):
     """Add ``src`` into a copy of ``input`` at ``index`` along ``dim``; repeated indices accumulate."""
+    if not (isinstance(input, Tensor) and isinstance(index, Tensor) and isinstance(src, Tensor)):
+        raise not_tensors(input=input, index=index, src=src)
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add(): argument 'src' (position 3) must be Tensor, not {type(src).__name__}")
     return scatter(input, dim, index, src, reduce="add")
 
 
@@ -933,14 +1133,20 @@ class IndexSelect(Op):
 
 
 def index_select(input, dim, index):
+    """The slices of ``input`` at ``index`` along ``dim`` (``torch.index_select``); indices in ``[0, size)``."""
+    if not (isinstance(input, Tensor) and isinstance(index, Tensor)):
+        raise not_tensors(input=input, index=index)
+    axis = _normalize_dim(dim, input.ndim)
     _check_index(index, "index_select")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    axis = _normalize_dim(dim, input.ndim)
-    if index.numel() and (index._data.max().item() >= input.shape[axis] or
-                          index._data.min().item() < -input.shape[axis]):
-        raise IndexError(f"index out of range in self (index {index._data.max().item()} for dimension {axis} of size "
-                         f"{input.shape[axis]})")
+    if input.ndim == 0:
+        if index.numel() != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index.numel()} "
+                               f"value(s)")
+        _check_in_range(index, 1, axis, "index_select")
+        return clone(input)
+    _check_in_range(index, input.shape[axis], axis, "index_select")
     return run("index_select", input, reshape(index, -1), axis=axis)
 
 
@@ -963,12 +1169,49 @@ class IndexAdd(Op):
 
 
 def index_add(input, dim, index, source, *, alpha=1):
+    """Add the slices of ``source`` into a copy of ``input`` at ``index`` along ``dim`` (``torch.index_add``).
+
+    ``source`` has ``input``'s shape with ``len(index)`` at ``dim``; indices are in ``[0, size)``.
+    """
+    if not (isinstance(input, Tensor) and isinstance(index, Tensor) and isinstance(source, Tensor)):
+        raise not_tensors(input=input, index=index, source=source)
     _check_index(index, "index_add")
-    return run("index_add", input, index, source.to(input.dtype), axis=_normalize_dim(dim, input.ndim), alpha=alpha)
+    if not isinstance(source, Tensor):
+        raise TypeError(f"index_add(): argument 'source' (position 3) must be Tensor, not {type(source).__name__}")
+    axis = _normalize_dim(dim, input.ndim)
+    if index.ndim > 1:
+        raise IndexError(f"index_add(): Index is supposed to be a vector, but got dim: {index.ndim} with size: "
+                         f"{list(index.shape)}")
+    if not (axis == 0 or axis < source.ndim):
+        raise RuntimeError(f"index_add(): Indexing dim {axis} is out of bounds of the source tensor with dim "
+                           f"{source.ndim}")
+    count = source.shape[axis] if source.ndim else 1
+    if index.numel() != count:
+        raise RuntimeError(f"index_add(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+                           f"({count}), for dim: {axis}")
+    self_rest, source_rest = list(input.shape), list(source.shape)
+    if input.ndim and source.ndim:
+        del self_rest[axis], source_rest[axis]
+    if self_rest != source_rest:
+        raise RuntimeError(f"index_add(): source tensor shape must match self tensor shape, excluding the specified "
+                           f"dimension. Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
+    _check_in_range(index, input.shape[axis] if input.ndim else 1, axis, "index_add")
+    if input.ndim == 0:
+        return reshape(index_add(_nonempty(input), 0, index, _nonempty(source), alpha=alpha), ())
+    return run("index_add", input, reshape(index, -1), source.to(input.dtype), axis=axis, alpha=alpha)
 
 
 def index_fill(input, dim, index, value):
+    if not (isinstance(input, Tensor) and isinstance(index, Tensor)):
+        raise not_tensors(input=input, index=index)
     axis = _normalize_dim(dim, input.ndim)
+    _check_index(index, "index_fill")
+    if index.ndim > 1:
+        raise RuntimeError(named(f"Index has to be a vector/scalar, got a {index.ndim}-D index"))
+    size = input.shape[axis] if input.ndim else 1
+    if index.numel() and not -size <= index._data.min().item() <= index._data.max().item() < size:
+        bad = index._data.min().item() if index._data.min().item() < -size else index._data.max().item()
+        raise IndexError(named(f"index {bad} is out of bounds for dimension {axis} with size {size}"))
     full = [slice(None)] * input.ndim
     full[axis] = index
     mask = Tensor._wrap(input._device._xp.zeros(input.shape, dtype=bool), input._device)
@@ -990,15 +1233,19 @@ class Tril(Op):
 
 
 def tril(input, diagonal=0):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input.ndim < 2:
         raise RuntimeError("tril: input tensor must have at least 2 dimensions")
-    return run("tril", input, diagonal=diagonal)
+    return run("tril", input, diagonal=check_int(diagonal, "diagonal"))
 
 
 def triu(input, diagonal=0):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if input.ndim < 2:
         raise RuntimeError("triu: input tensor must have at least 2 dimensions")
-    result = run("tril", input, diagonal=diagonal, upper=True)
+    result = run("tril", input, diagonal=check_int(diagonal, "diagonal"), upper=True)
     if result._grad_fn is not None:
         result._grad_fn.grad_fn_name = "TriuBackward0"
     return result
@@ -1017,15 +1264,21 @@ class Flip(Op):
 
 
 def flip(input, dims):
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    dims = check_ints(dims, "dims")
     return run("flip", input, axes=tuple(_normalize_dim(d, input.ndim) for d in dims))
 
 
 def fliplr(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return flip(input, 1)
 
 
 def flipud(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return flip(input, 0)
 
 
@@ -1043,11 +1296,16 @@ class Roll(Op):
 
 
 def roll(input, shifts, dims=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    shifts = check_ints(shifts, "shifts")
     if dims is None:
-        return reshape(run("roll", reshape(input, -1), shifts=shifts, axes=0), input.shape)
-    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else shifts
-    axes = tuple(_normalize_dim(d, input.ndim) for d in dims) if isinstance(dims, (tuple, list)) else \
-        _normalize_dim(dims, input.ndim)
+        if len(shifts) != 1:
+            raise RuntimeError(named(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: 0"))
+        return reshape(run("roll", reshape(input, -1), shifts=shifts[0], axes=0), input.shape)
+    axes = tuple(_normalize_dim(d, input.ndim) for d in check_ints(dims, "dims"))
+    if len(shifts) != len(axes):
+        raise RuntimeError(named(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(axes)}"))
     return run("roll", input, shifts=shifts, axes=axes)
 
 
@@ -1086,11 +1344,16 @@ def pad(input, pad, mode="constant", value=None):
 
     Negative padding crops. Modes: constant, reflect, replicate, circular (``torch.nn.functional.pad``).
     """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    pad = check_ints(pad, "pad") if isinstance(pad, (tuple, list)) else check_ints([pad], "pad")
     if len(pad) % 2:
-        raise RuntimeError("Padding length must be divisible by 2")
+        raise RuntimeError(named("Padding length must be divisible by 2"))
     if len(pad) // 2 > input.ndim:
-        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
-                           f"padding length {len(pad)} and input of dimension {input.ndim}")
+        raise RuntimeError(named(f"Padding length should be less than or equal to two times the input dimension but "
+                                 f"got padding length {len(pad)} and input of dimension {input.ndim}"))
+    if not isinstance(mode, str):
+        raise TypeError(named(f"argument 'mode' must be str, not {type_name(mode)}"))
     if mode not in PAD_MODES:
         raise NotImplementedError(f"Unsupported padding mode: {mode!r}; expected one of {sorted(PAD_MODES)}")
     result = input
@@ -1103,9 +1366,9 @@ def pad(input, pad, mode="constant", value=None):
             before, after = builtins.max(before, 0), builtins.max(after, 0)
         if before or after:
             if mode == "reflect" and (before >= result.shape[axis] or after >= result.shape[axis]):
-                raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
-                                   f"but got: padding ({before}, {after}) at dimension {axis} of input "
-                                   f"{list(input.shape)}")
+                raise RuntimeError(named(f"Argument #4: Padding size should be less than the corresponding input "
+                                         f"dimension, but got: padding ({before}, {after}) at dimension {axis} of "
+                                         f"input {list(input.shape)}"))
             result = run("pad_axis", result, axis=axis, before=before, after=after, mode=mode,
                          value=0.0 if value is None else value)
     return result if result is not input else clone(input)
@@ -1116,6 +1379,8 @@ def pad(input, pad, mode="constant", value=None):
 # ---------------------------------------------------------------------------------------------------------
 
 def argsort(input, dim=-1, descending=False, stable=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     xp = input._device._xp
     axis = _normalize_dim(dim, input.ndim)
     data = input._data
@@ -1131,6 +1396,8 @@ def argsort(input, dim=-1, descending=False, stable=False):
 
 
 def sort(input, dim=-1, descending=False, stable=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     from corenn.ops.reduce import return_types
     indices = argsort(input, dim, descending, stable)
     if input.ndim == 0:
@@ -1140,18 +1407,25 @@ def sort(input, dim=-1, descending=False, stable=False):
 
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """The ``k`` largest (or smallest) elements along ``dim`` with their indices (``torch.topk``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     from corenn.ops.reduce import return_types
     axis = _normalize_dim(dim, input.ndim)
     size = input.shape[axis] if input.ndim else 1
+    k = check_int(k, "k")
     if not 0 <= k <= size:
-        raise RuntimeError(f"selected index k out of range (k={k} for dimension {axis} of size {size})")
+        raise RuntimeError(named(f"selected index k out of range (k={k} for dimension {axis} of size {size})"))
     indices = argsort(input, axis, descending=largest)
     indices = narrow(indices, axis, 0, k) if input.ndim else indices
     return return_types.topk(gather(input, axis, indices) if input.ndim else input.clone(), indices.contiguous())
 
 
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     xp = input._device._xp
+    if dim is not None:
+        dim = _normalize_dim(dim, input.ndim)
     values, inverse, counts = xp.unique(input._data, return_inverse=True, return_counts=True, axis=dim)
     result = [Tensor._wrap(values, input._device)]
     if return_inverse:
@@ -1162,8 +1436,13 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     xp = input._device._xp
-    d1, d2 = _normalize_dim(dim1, input.ndim), _normalize_dim(dim2, input.ndim)
+    offset = check_int(offset, "offset")
+    d1, d2 = _normalize_dim(dim1, input.ndim, "dim1"), _normalize_dim(dim2, input.ndim, "dim2")
+    if d1 == d2:
+        raise RuntimeError(named(f"diagonal dimensions cannot be identical {dim1}, {dim2}"))
     n1, n2 = input.shape[d1], input.shape[d2]
     rows = xp.arange(builtins.max(0, -offset), builtins.min(n1, n2 - offset))
     moved = movedim(input, (d1, d2), (-2, -1))
@@ -1172,6 +1451,11 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 
 
 def diag(input, diagonal_=0):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    diagonal_ = check_int(diagonal_, "diagonal")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(named(f"expected a 1D or 2D tensor, got {input.ndim}D"))
     if input.ndim == 1:
         n = input.shape[0] + builtins.abs(diagonal_)
         out = input.new_zeros(n, n)
@@ -1182,6 +1466,8 @@ def diag(input, diagonal_=0):
 
 
 def trace(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     from corenn.ops.reduce import sum as sum_
     return sum_(diagonal(input))
 

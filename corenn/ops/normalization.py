@@ -6,9 +6,30 @@ three-term formula ``invstd * (g - mean(g) - xhat * mean(g * xhat))`` over those
 """
 from __future__ import annotations
 
-import numbers
-
+from corenn._argcheck import check_int, check_ints
 from corenn.ops._kernel import Op, check_tensor, kernel, run
+
+
+def _moments(xp, x, axes):
+    """The mean over ``axes``, ``x - mean`` and the biased variance (kept dims).
+
+    A float32 (or float16) variance overflows long before the data does (float32 values
+    around 1e20 have squares beyond its range): 1/sqrt(inf) would then scale every centered
+    value to 0. Where a statistic is not finite they are computed again in float64, as
+    corenn-numba accumulates them, so both give the same normalised values. The test is on
+    the statistics (one value per normalised group), not on the data.
+    """
+    mean = x.mean(axis=axes, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=axes, keepdims=True)
+    if x.dtype.itemsize < 8 and not xp.isfinite(var).all().item():
+        wide = x.astype(xp.float64)
+        wide_mean = wide.mean(axis=axes, keepdims=True)
+        wide_centered = wide - wide_mean
+        var = (wide_centered * wide_centered).mean(axis=axes, keepdims=True)  # float64: 1/sqrt fits x's dtype
+        mean = wide_mean.astype(x.dtype)
+        centered = wide_centered.astype(x.dtype)
+    return mean, centered, var
 
 
 def _normalized_grad(grad_xhat, xhat, invstd, axes):
@@ -46,15 +67,15 @@ class BatchNorm(Op):
     unbiased as PyTorch does. Without, the running statistics normalise.
     """
 
+    mutates_inputs = True  # the running statistics
+
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, *, running_mean, running_var, use_batch_stats, momentum, eps):
         xp = ctx.xp
         axes = (0,) + tuple(range(2, x.ndim))
         shape = (1, -1) + (1,) * (x.ndim - 2)
         if use_batch_stats:
-            mean = x.mean(axis=axes, keepdims=True)
-            centered = x - mean
-            var = (centered * centered).mean(axis=axes, keepdims=True)
+            mean, centered, var = _moments(xp, x, axes)
             if running_mean is not None:
                 count = x.size // x.shape[1]
                 running_mean *= 1 - momentum
@@ -92,9 +113,7 @@ class LayerNorm(Op):
     def forward(ctx, x, weight=None, bias=None, *, n_dims, eps):
         xp = ctx.xp
         axes = tuple(range(x.ndim - n_dims, x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
-        centered = x - mean
-        var = (centered * centered).mean(axis=axes, keepdims=True)
+        _, centered, var = _moments(xp, x, axes)
         invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
         xhat = centered * invstd
         out = xhat * weight if weight is not None else xhat
@@ -128,9 +147,7 @@ class GroupNorm(Op):
     def forward(ctx, x, weight=None, bias=None, *, num_groups, eps):
         xp = ctx.xp
         grouped = x.reshape(x.shape[0], num_groups, -1)
-        mean = grouped.mean(axis=2, keepdims=True)
-        centered = grouped - mean
-        var = (centered * centered).mean(axis=2, keepdims=True)
+        _, centered, var = _moments(xp, grouped, (2,))
         invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
         xhat = (centered * invstd).reshape(x.shape)
         ctx.save_for_backward(xhat, invstd, weight)
@@ -172,6 +189,8 @@ def _batch_norm(input, running_mean, running_var, weight=None, bias=None, traini
         _check_affine(tensor, name, (channels,), "batch_norm")
     if (running_mean is None) != (running_var is None):
         raise RuntimeError("batch_norm: running_mean and running_var must both be given or both be None")
+    if training and not eps > 0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     use_batch_stats = bool(training) or running_mean is None
     if use_batch_stats:
         count = input.numel() // channels
@@ -189,9 +208,7 @@ def _batch_norm(input, running_mean, running_var, weight=None, bias=None, traini
 
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     check_tensor(input, "input", "layer_norm")
-    if isinstance(normalized_shape, numbers.Integral):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(int(s) for s in normalized_shape)
+    normalized_shape = check_ints(normalized_shape, "normalized_shape")
     n = len(normalized_shape)
     if n == 0 or tuple(input.shape[input.ndim - n:]) != normalized_shape or input.ndim < n:
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
@@ -207,6 +224,7 @@ def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     channels = input.shape[1]
+    num_groups = check_int(num_groups, "num_groups")
     if num_groups <= 0 or channels % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")

@@ -12,6 +12,7 @@ import itertools
 import numbers
 
 from corenn.kernels import pool_output_size
+from corenn._argcheck import check_int, check_ints, named, type_name
 from corenn.ops._kernel import Op, check_tensor, kernel, run
 
 
@@ -76,6 +77,19 @@ class MaxPool(Op):
             # maximum/where make new arrays, yet beat masked in-place writes (copyto where=) by ~6x.
             out = xp.maximum(out, candidate)
             argmax = xp.where(better, index, argmax).astype(argmax.dtype, copy=False)
+        if x.dtype.kind == "f" and xp.isnan(out).any().item():
+            # NaN wins its window, at the position of its last NaN (PyTorch: ``val > max || isnan(val)``);
+            # the pass above kept the NaN values but not their positions. Rare: only then a second pass.
+            for index, offset in enumerate(itertools.product(*(range(k) for k in kernel_size))):
+                candidate = padded[_window(offset, stride, dilation, out_size)]
+                argmax = xp.where(xp.isnan(candidate), index, argmax).astype(argmax.dtype, copy=False)
+        if padded is not x:
+            # A window whose elements all hold the dtype's lowest value ties with its padding, which came
+            # first: PyTorch picks the window's first element inside the input instead.
+            stuck = out == _lowest(xp, x.dtype)
+            if stuck.any().item():
+                first = _first_inside(xp, kernel_size, stride, padding, dilation, out_size)
+                argmax = xp.where(stuck, first, argmax).astype(argmax.dtype, copy=False)
         if math.prod(kernel_size) == 1:
             out = out.copy()  # a 1x1 window leaves a view of the input: outputs own their memory
         ctx.save_for_backward(argmax)
@@ -88,11 +102,26 @@ class MaxPool(Op):
         (argmax,) = ctx.saved
         x_shape, padded_shape, kernel_size, stride, padding, dilation, out_size = ctx.params
         grad_padded = xp.zeros(padded_shape, dtype=grad.dtype)
+        # A product with the mask is the fast way to route the gradient, but 0 * inf and 0 * nan are nan:
+        # a non-finite gradient must reach its own window's maximum only, so then ``where`` (slower).
+        finite = grad.dtype.kind != "f" or xp.isfinite(grad).all().item()
         for index, offset in enumerate(itertools.product(*(range(k) for k in kernel_size))):
             # Windows may overlap (stride < kernel): accumulate rather than assign.
-            grad_padded[_window(offset, stride, dilation, out_size)] += grad * (argmax == index)
+            hit = argmax == index
+            grad_padded[_window(offset, stride, dilation, out_size)] += grad * hit if finite else xp.where(hit, grad, 0)
         return _crop(grad_padded, padding, x_shape)
 
+
+def _first_inside(xp, kernel_size, stride, padding, dilation, out_size):
+    """Per output position, the kernel offset (flat, as ``argmax`` counts) of its window's first input element."""
+    first = 0
+    for dim, (k, s, p, d, o) in enumerate(zip(kernel_size, stride, padding, dilation, out_size)):
+        start = xp.arange(o) * s - p
+        skipped = xp.where(start < 0, (-start + d - 1) // d, 0)  # offsets that fall in the left padding
+        shape = [1] * (2 + len(out_size))
+        shape[2 + dim] = o
+        first = first * k + skipped.reshape(shape)
+    return first
 
 
 @kernel("max_pool_with_indices", "MaxPool2DWithIndicesBackward0")
@@ -176,36 +205,82 @@ class AvgPool(Op):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# adaptive average pooling: one averaging matrix per spatial dim
+# adaptive average pooling: one gather of window sums per spatial dim
 # ---------------------------------------------------------------------------------------------------------
 
-def _adaptive_matrix(xp, size, out, dtype):
-    """(out, size) matrix whose row i averages input [floor(i*size/out), ceil((i+1)*size/out))."""
+def _adaptive_bounds(xp, n, out):
+    """Start and length of the ``out`` windows ``[floor(i*n/out), ceil((i+1)*n/out))`` over ``n`` elements."""
     i = xp.arange(out)
-    start = (i * size) // out
-    end = -((-(i + 1) * size) // out)
-    j = xp.arange(size)
-    inside = (j[None, :] >= start[:, None]) & (j[None, :] < end[:, None])
-    return (inside / (end - start)[:, None]).astype(dtype)
+    start = (i * n) // out
+    return start, -((-(i + 1) * n) // out) - start
+
+
+def _adaptive_matrix(xp, n, out, dtype):
+    """(out, n) matrix whose row i averages window i (a BLAS product: fast, but 0 * nan is nan)."""
+    start, length = _adaptive_bounds(xp, n, out)
+    j = xp.arange(n)
+    inside = (j[None, :] >= start[:, None]) & (j[None, :] < (start + length)[:, None])
+    return (inside / length[:, None]).astype(dtype)
+
+
+def _adaptive_sum(xp, x, axis, out):
+    """Sums of ``x`` along ``axis`` over its ``out`` adaptive windows, each read on its own (a gather).
+
+    Unlike the averaging matrix, a NaN or an infinity stays in the windows that hold it. The
+    windows are padded to the longest with a masked-out repeat of their first element.
+    """
+    start, length = _adaptive_bounds(xp, x.shape[axis], out)
+    width = int(length.max().item()) if out else 0
+    j = xp.arange(width)
+    inside = j[None, :] < length[:, None]
+    columns = xp.where(inside, start[:, None] + j[None, :], start[:, None])
+    picked = xp.take(x, columns.reshape(-1), axis=axis).reshape(x.shape[:axis] + (out, width) + x.shape[axis + 1:])
+    inside = inside.reshape((1,) * axis + (out, width) + (1,) * (x.ndim - axis - 1))
+    return xp.where(inside, picked, 0).sum(axis=axis + 1)  # where, not a product: 0 * nan is nan
+
+
+def _along(xp, vector, axis, ndim):
+    return vector.reshape((1,) * axis + (-1,) + (1,) * (ndim - axis - 1))
 
 
 @kernel("adaptive_avg_pool", "AdaptiveAvgPool2DBackward0")
 class AdaptiveAvgPool(Op):
+    """Windows ``[floor(i*n/out), ceil((i+1)*n/out))`` per spatial dim, averaged separably.
+
+    Finite values go through one averaging matrix per dim (a tensordot). A NaN or an infinity
+    would spread through the matrix's zeros into windows that don't hold it, so when the result
+    (or, in backward, the gradient) is not finite, the windows are summed one by one instead (a
+    gather), as PyTorch does. Checking the result costs a pass over the output only.
+    """
+
     @staticmethod
     def forward(ctx, x, output_size):
         xp = ctx.xp
-        matrices = [_adaptive_matrix(xp, s, o, x.dtype) for s, o in zip(x.shape[2:], output_size)]
+        ctx.input_size = sizes = x.shape[2:]
         out = x
-        for dim, matrix in enumerate(matrices):
-            out = xp.moveaxis(xp.tensordot(matrix, out, axes=([1], [2 + dim])), 0, 2 + dim)
-        ctx.save_for_backward(*matrices)
-        return out
+        with xp.errstate(invalid="ignore"):  # 0 * inf, when x holds one: that result is discarded below
+            for axis, (n, o) in enumerate(zip(sizes, output_size), start=2):
+                out = xp.moveaxis(xp.tensordot(_adaptive_matrix(xp, n, o, x.dtype), out, axes=([1], [axis])), 0, axis)
+        if not xp.isfinite(out).all().item():  # then x holds a NaN or an infinity
+            out = x
+            for axis, (n, o) in enumerate(zip(sizes, output_size), start=2):
+                out = _adaptive_sum(xp, out, axis, o) / _along(xp, _adaptive_bounds(xp, n, o)[1], axis, out.ndim)
+        return out.astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        for dim, matrix in enumerate(ctx.saved):
-            grad = xp.moveaxis(xp.tensordot(matrix.T, grad, axes=([1], [2 + dim])), 0, 2 + dim)
+        finite = xp.isfinite(grad).all().item()
+        for axis, n in enumerate(ctx.input_size, start=2):
+            o = grad.shape[axis]
+            if finite:
+                grad = xp.moveaxis(xp.tensordot(_adaptive_matrix(xp, n, o, grad.dtype).T, grad, axes=([1], [axis])),
+                                   0, axis)
+            else:
+                # The adjoint of window sums is window sums with the sizes swapped: input j lies in the
+                # output windows [floor(j*o/n), ceil((j+1)*o/n)).
+                share = grad / _along(xp, _adaptive_bounds(xp, n, o)[1], axis, grad.ndim).astype(grad.dtype)
+                grad = _adaptive_sum(xp, share, axis, n)
         return grad
 
 
@@ -214,9 +289,7 @@ class AdaptiveAvgPool(Op):
 # ---------------------------------------------------------------------------------------------------------
 
 def _tuple(value, n, name, op):
-    if isinstance(value, numbers.Integral):
-        return (int(value),) * n
-    value = tuple(int(v) for v in value)
+    value = check_ints(value, name)
     if len(value) == 1:
         return value * n
     if len(value) != n:
@@ -238,7 +311,7 @@ def _check_pool_input(input, n, op):
 
 def _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, n, op):
     kernel_size = _tuple(kernel_size, n, "kernel_size", op)
-    stride = kernel_size if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+    stride = kernel_size if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
         else _tuple(stride, n, "stride", op)
     padding = _tuple(padding, n, "padding", op)
     dilation = _tuple(dilation, n, "dilation", op)
@@ -293,8 +366,8 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     op = f"avg_pool{n}d"
     input, unbatched = _check_pool_input(input, n, op)
     args = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode, n, op)
-    if divisor_override is not None and divisor_override == 0:
-        raise RuntimeError("divisor must be not zero")
+    if divisor_override is not None and check_int(divisor_override, "divisor_override") == 0:
+        raise RuntimeError(named("divisor must be not zero"))
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"{op}\" not implemented for '{input.dtype}'")
     out = run("avg_pool", input, kernel_size=args[0], stride=args[1], padding=args[2], ceil_mode=bool(ceil_mode),
@@ -326,7 +399,9 @@ def _adaptive_avg_poolnd(input, output_size, n):
     input, unbatched = _check_pool_input(input, n, op)
     if isinstance(output_size, numbers.Integral) or output_size is None:
         output_size = (output_size,) * n
-    output_size = tuple(s if o is None else int(o) for o, s in zip(output_size, input.shape[2:]))
+    if not isinstance(output_size, (tuple, list)):
+        raise TypeError(named(f"argument 'output_size' must be int or tuple of ints, not {type_name(output_size)}"))
+    output_size = tuple(s if o is None else check_int(o, "output_size") for o, s in zip(output_size, input.shape[2:]))
     if len(output_size) != n or any(o < 0 for o in output_size):
         raise RuntimeError(f"{op}: output_size must be {n} non-negative ints, got {list(output_size)}")
     if not input.dtype.is_floating_point:

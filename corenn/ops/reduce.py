@@ -5,6 +5,7 @@ import builtins
 from collections import namedtuple
 
 from corenn import _dtype
+from corenn._argcheck import check_dtype, check_number, named, not_tensors
 from corenn.ops._kernel import Op, kernel, run, to_floating
 from corenn.tensor.tensor import Tensor, _normalize_dim
 
@@ -134,7 +135,7 @@ class Amax(Op):
         xp = ctx.xp
         # Ties share the gradient evenly (PyTorch's amax/amin and full max/min).
         hits = a == _expand_reduced(xp, out, a.shape, ctx.axes, ctx.keepdim)
-        count = hits.sum(axis=ctx.axes, keepdims=True)
+        count = hits.sum(axis=ctx.axes, keepdims=True).astype(grad.dtype)  # an int count would make it float64
         grad = _expand_reduced(xp, grad, a.shape, ctx.axes, ctx.keepdim)
         return grad * hits / count
 
@@ -248,7 +249,8 @@ class All(Op):
 
     @staticmethod
     def forward(ctx, a, axes=None, keepdim=False):
-        return a.all(axis=axes, keepdims=keepdim)
+        out = a.all(axis=axes, keepdims=keepdim)
+        return out.astype(a.dtype) if a.dtype == ctx.xp.uint8 else out  # uint8 in, uint8 out (PyTorch)
 
 
 @kernel("any")
@@ -257,7 +259,8 @@ class Any(Op):
 
     @staticmethod
     def forward(ctx, a, axes=None, keepdim=False):
-        return a.any(axis=axes, keepdims=keepdim)
+        out = a.any(axis=axes, keepdims=keepdim)
+        return out.astype(a.dtype) if a.dtype == ctx.xp.uint8 else out  # uint8 in, uint8 out (PyTorch)
 
 
 @kernel("cumsum", "CumsumBackward0")
@@ -308,11 +311,11 @@ class Cumprod(Op):
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over ``dim`` (all dims if None); integer and bool inputs sum to int64 (``torch.sum``)."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"sum(): argument 'input' must be Tensor, not {type(input).__name__}")
+        raise not_tensors(input=input)
     axes = _axes(dim, input.ndim)
     if dtype is None and not input.dtype.is_floating_point:
         dtype = _dtype.int64
-    return run("sum", input, axes=axes, keepdim=keepdim, dtype=None if dtype is None else dtype.numpy)
+    return run("sum", input, axes=axes, keepdim=keepdim, dtype=None if dtype is None else check_dtype(dtype).numpy)
 
 
 def nansum(input, dim=None, keepdim=False):
@@ -322,11 +325,13 @@ def nansum(input, dim=None, keepdim=False):
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     """Arithmetic mean over ``dim``; floating inputs only, as in PyTorch."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(check_dtype(dtype))
     if not input.dtype.is_floating_point:
-        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                           f"complex dtype. Got: {_short_name(input.dtype)}")
+        raise RuntimeError(named("could not infer output dtype. Input dtype must be either a floating point or "
+                                 f"complex dtype. Got: {_short_name(input.dtype)}"))
     return run("mean", input, axes=_axes(dim, input.ndim), keepdim=keepdim)
 
 
@@ -336,8 +341,10 @@ def _short_name(d):
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(check_dtype(dtype))
     elif not input.dtype.is_floating_point:
         input = input.to(_dtype.int64)
     axis = None if dim is None else _normalize_dim(dim, input.ndim)
@@ -345,6 +352,8 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def _max_or_min(mode, input, dim=None, keepdim=False, *, other=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if isinstance(dim, Tensor):
         other, dim = dim, None
     if other is not None:
@@ -376,10 +385,14 @@ def min(input, dim=None, keepdim=False, *, out=None):  # noqa: A001
 
 
 def amax(input, dim=(), keepdim=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return run("amax", input, axes=_axes(dim, input.ndim), keepdim=keepdim, mode="max")
 
 
 def amin(input, dim=(), keepdim=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return run("amax", input, axes=_axes(dim, input.ndim), keepdim=keepdim, mode="min")
 
 
@@ -389,6 +402,8 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 
 def argmax(input, dim=None, keepdim=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     axis = None if dim is None else _normalize_dim(dim, input.ndim)
     if axis is None and keepdim:
         return run("argmax", input.reshape(-1), axis=0, keepdim=False).reshape((1,) * input.ndim)
@@ -396,6 +411,8 @@ def argmax(input, dim=None, keepdim=False):
 
 
 def argmin(input, dim=None, keepdim=False):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     axis = None if dim is None else _normalize_dim(dim, input.ndim)
     if axis is None and keepdim:
         return run("argmax", input.reshape(-1), axis=0, keepdim=False, mode="min").reshape((1,) * input.ndim)
@@ -404,7 +421,7 @@ def argmin(input, dim=None, keepdim=False):
 
 def _correction(unbiased, correction):
     if correction is not None:
-        return correction
+        return check_number(correction, "correction")
     if unbiased is None:
         return 1
     return 1 if unbiased else 0
@@ -449,10 +466,14 @@ def logsumexp(input, dim, keepdim=False):
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """Vector p-norm over ``dim`` (all elements by default); ``'fro'`` is the 2-norm of the flattened input."""
     from corenn.ops.elementwise import abs as abs_, pow as pow_
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(check_dtype(dtype))
     input = to_floating(input)
     axes = _axes(dim, input.ndim)
+    if not isinstance(p, str) and p is not None:
+        p = check_number(p, "p")
     if p in ("fro", 2, 2.0, None):
         return run("norm2", input, axes=axes, keepdim=keepdim)
     if p in (float("inf"), "inf"):
@@ -464,34 +485,55 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if p == 1:
         return sum(abs_(input), axes, keepdim)
     if isinstance(p, str):
-        raise ValueError(f"norm(): unsupported norm type {p!r}")
-    return pow_(sum(pow_(abs_(input), p), axes, keepdim), 1.0 / p)
+        raise RuntimeError(named(f"unsupported norm type {p!r}"))
+    # sum(|x|^p)^(1/p), with PyTorch's gradient where the power rule divides by zero: a zero
+    # element (0 < p < 1, p < 0) and an all-zero slice (p > 1) get 0, not nan. The zeros take a
+    # stand-in of 1 on the differentiated branch of ``where``, which passes them no gradient.
+    from corenn.ops.elementwise import where
+    magnitude = abs_(input)
+    zero = magnitude == 0
+    powered = where(zero, 0.0 if p > 0 else float("inf"), pow_(where(zero, 1.0, magnitude), p))
+    total = sum(powered, axes, keepdim)
+    empty = total == 0
+    return where(empty, 0.0, pow_(where(empty, 1.0, total), 1.0 / p))
 
 
 def all(input, dim=None, keepdim=False):  # noqa: A001
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return run("all", input, axes=_axes(dim, input.ndim), keepdim=keepdim)
 
 
 def any(input, dim=None, keepdim=False):  # noqa: A001
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return run("any", input, axes=_axes(dim, input.ndim), keepdim=keepdim)
 
 
 def count_nonzero(input, dim=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return sum(input != 0, dim)
 
 
 def cumsum(input, dim, *, dtype=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     axis = _normalize_dim(dim, input.ndim)
     if dtype is None and not input.dtype.is_floating_point:
         dtype = _dtype.int64
+    elif dtype is not None:
+        check_dtype(dtype)
     if input.ndim == 0:
         return input.clone() if dtype is None else input.to(dtype)
     return run("cumsum", input, axis=axis, dtype=None if dtype is None else dtype.numpy)
 
 
 def cumprod(input, dim, *, dtype=None):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(check_dtype(dtype))
     elif not input.dtype.is_floating_point:
         input = input.to(_dtype.int64)
     if input.ndim == 0:

@@ -11,6 +11,7 @@ import json
 import numpy as np
 
 from corenn import _dtype, dispatch
+from corenn._argcheck import check_dtype, check_int, check_number, named, not_tensors, type_name
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
            "set_rng_state", "rand", "randn", "randint", "randperm", "multinomial", "normal", "bernoulli",
@@ -148,6 +149,8 @@ def _generator(device, generator):
     """The RNG object to draw arrays for ``device`` with; on an indexed device its draws land on that index."""
     if generator is None:
         rng = _default_for(device)._rng
+    elif not isinstance(generator, Generator):
+        raise TypeError(named(f"argument 'generator' must be corenn.Generator, not {type_name(generator)}"))
     elif generator.device.type != device.type:
         raise RuntimeError(f"Expected a '{device.type}' device type for generator but found '{generator.device.type}'")
     else:
@@ -216,6 +219,7 @@ def _float_dtype(np_dtype):
 
 
 def uniform_array(like, low, high, generator):
+    low, high = check_number(low, "from"), check_number(high, "to")
     rng = _generator(like._device, generator)
     np_dtype = like._data.dtype
     values = rng.random(like._data.shape, dtype=_float_dtype(np_dtype))
@@ -225,6 +229,7 @@ def uniform_array(like, low, high, generator):
 
 
 def normal_array(like, mean, std, generator):
+    mean, std = check_number(mean, "mean"), check_number(std, "std")
     rng = _generator(like._device, generator)
     np_dtype = like._data.dtype
     values = rng.standard_normal(like._data.shape, dtype=_float_dtype(np_dtype))
@@ -234,6 +239,9 @@ def normal_array(like, mean, std, generator):
 
 
 def random_array(like, low, high, generator):
+    low, high = check_int(low, "from"), None if high is None else check_int(high, "to")
+    if high is not None and low >= high:
+        raise RuntimeError(named(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"))
     rng = _generator(like._device, generator)
     np_dtype = like._data.dtype
     if high is None:
@@ -249,11 +257,17 @@ def random_array(like, low, high, generator):
 
 def bernoulli_array(like, p, generator):
     rng = _generator(like._device, generator)
-    probabilities = p._data if hasattr(p, "_data") else p
-    return (rng.random(like._data.shape) < probabilities).astype(like._data.dtype)
+    probabilities = p._data if hasattr(p, "_data") else check_number(p, "p")
+    draws = rng.random(like._data.shape)
+    shape = getattr(probabilities, "shape", ())
+    if shape != draws.shape and (len(shape) > draws.ndim or any(
+            p not in (1, d) for p, d in zip(shape[::-1], draws.shape[::-1]))):
+        raise RuntimeError(named(f"expected p of a shape that broadcasts to {list(draws.shape)}, got {list(shape)}"))
+    return (draws < probabilities).astype(like._data.dtype)
 
 
 def exponential_array(like, lambd, generator):
+    lambd = check_number(lambd, "lambd")
     rng = _generator(like._device, generator)
     return (rng.standard_exponential(like._data.shape) / lambd).astype(like._data.dtype)
 
@@ -269,18 +283,18 @@ def _empty_like_spec(size, dtype, device):
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """Uniform samples from [0, 1) (``torch.rand``)."""
-    t = _empty_like_spec(size, dtype or _dtype.get_default_dtype(), device)
+    t = _empty_like_spec(size, _dtype.get_default_dtype() if dtype is None else dtype, device)
     if not t.dtype.is_floating_point:
-        raise RuntimeError(f"\"check_uniform_bounds\" not implemented for '{t.dtype}'")
+        raise RuntimeError(named(f"\"check_uniform_bounds\" not implemented for '{t.dtype}'"))
     t._data = uniform_array(t, 0.0, 1.0, generator)
     return t.requires_grad_(requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """Standard normal samples (``torch.randn``)."""
-    t = _empty_like_spec(size, dtype or _dtype.get_default_dtype(), device)
+    t = _empty_like_spec(size, _dtype.get_default_dtype() if dtype is None else dtype, device)
     if not t.dtype.is_floating_point:
-        raise RuntimeError(f"\"normal_kernel_cpu\" not implemented for '{t.dtype}'")
+        raise RuntimeError(named(f"\"normal_kernel_cpu\" not implemented for '{t.dtype}'"))
     t._data = normal_array(t, 0.0, 1.0, generator)
     return t.requires_grad_(requires_grad)
 
@@ -293,9 +307,12 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high, size = 0, low, high
     elif high is None:
         low, high = 0, low
+    low, high = check_int(low, "low"), check_int(high, "high")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(named(f"argument 'size' must be tuple of ints, not {type_name(size)}"))
     if high <= low:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    t = _empty_like_spec(tuple(size), dtype or _dtype.int64, device)
+        raise RuntimeError(named(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"))
+    t = _empty_like_spec(tuple(size), _dtype.int64 if dtype is None else dtype, device)
     rng = _generator(t._device, generator)
     t._data = _to_device(rng.integers(low, high, size=tuple(size)).astype(t._data.dtype), t._device)
     return t
@@ -310,20 +327,29 @@ def _to_device(array, device):
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of ``0 .. n-1`` (``torch.randperm``)."""
     from corenn.tensor.tensor import Tensor
+    n = check_int(n, "n")
+    dtype = _dtype.int64 if dtype is None else check_dtype(dtype)
     if n < 0:
-        raise RuntimeError(f"n must be non-negative, got{n}")
+        raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
     target = dispatch.resolve_device(device) if device is not None else dispatch.device("cpu")
     rng = _generator(target, generator)
-    array = rng.permutation(int(n)).astype((dtype or _dtype.int64).numpy)
+    array = rng.permutation(n).astype(dtype.numpy)
     return Tensor._wrap(_to_device(array, target), target)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Draw category indices with probabilities proportional to ``input``'s rows (``torch.multinomial``)."""
     from corenn.tensor.tensor import Tensor
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    num_samples = check_int(num_samples, "num_samples")
+    if num_samples <= 0:
+        raise RuntimeError(f"multinomial(): cannot sample n_sample <= 0 samples ({num_samples})")
     weights = input._host().astype(np.float64)
     if weights.ndim not in (1, 2):
-        raise RuntimeError(f"prob_dist must be 1 or 2 dim, got {weights.ndim}")
+        raise RuntimeError(f"multinomial(): prob_dist must be 1 or 2 dim, got {weights.ndim}")
+    if weights.shape[-1] == 0:
+        raise RuntimeError("multinomial(): prob_dist must have at least one category")
     if (weights < 0).any() or not np.isfinite(weights).all():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     rows = weights.reshape(-1, weights.shape[-1])
@@ -360,31 +386,50 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None)
         shape = np.broadcast_shapes(getattr(mean, "shape", ()), getattr(std, "shape", ()))
         noise = randn(*shape, generator=generator, dtype=like.dtype, device=like._device)
         return noise * std + mean
+    mean, std = check_number(mean, "mean"), check_number(std, "std")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(named(f"argument 'size' must be tuple of ints, not {type_name(size)}"))
     noise = randn(*tuple(size), generator=generator, dtype=dtype, device=device)
     return noise * std + mean
 
 
 def bernoulli(input, p=None, *, generator=None):
     from corenn.tensor.tensor import Tensor
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     probabilities = input if p is None else p
     return Tensor._wrap(bernoulli_array(input, probabilities, generator), input._device)
 
 
 def poisson(input, generator=None):
     from corenn.tensor.tensor import Tensor
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     rng = _generator(input._device, generator)
-    return Tensor._wrap(rng.poisson(input._data).astype(input._data.dtype), input._device)
+    return Tensor._wrap(np.asarray(rng.poisson(input._data)).astype(input._data.dtype), input._device)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
-    return rand(*input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+    _check_input(input)
+    return rand(*input.shape, dtype=input.dtype if dtype is None else dtype, device=device or input.device,
+                requires_grad=requires_grad)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False):
-    return randn(*input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+    _check_input(input)
+    return randn(*input.shape, dtype=input.dtype if dtype is None else dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+def _check_input(input):
+    from corenn.tensor.tensor import Tensor
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None):
+    _check_input(input)
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+    return randint(low, high, tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
+                   device=device or input.device)

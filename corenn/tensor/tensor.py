@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from corenn import _dtype
+from corenn import _argcheck, _dtype
 from corenn import dispatch
 from corenn.autograd import node as _node
 from corenn.utils.hooks import RemovableHandle
@@ -185,7 +185,8 @@ class Tensor:
                                    "var_no_grad = var.detach().")
             return self
         if requires_grad and not self.dtype.is_floating_point:
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+            raise RuntimeError(_argcheck.named(f"only Tensors of floating point dtype can require gradients, got "
+                                               f"{self.dtype}"))
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -314,7 +315,8 @@ class Tensor:
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self._data.size != 1:
-            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+            raise RuntimeError(_argcheck.named(f"a Tensor with {self._data.size} elements cannot be converted to "
+                                               "Scalar"))
         return self._host().reshape(()).item()
 
     def tolist(self):
@@ -327,7 +329,7 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} values is ambiguous")
+            raise RuntimeError(_argcheck.named(f"Boolean value of Tensor with {self._data.size} values is ambiguous"))
         return bool(self.item())
 
     def __float__(self):
@@ -338,7 +340,7 @@ class Tensor:
 
     def __index__(self):
         if self.dtype.is_floating_point or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
+            raise TypeError(_argcheck.named("only integer tensors of a single element can be converted to an index"))
         return int(self.item())
 
     def __complex__(self):
@@ -409,6 +411,8 @@ class Tensor:
         return self.to(dtype)
 
     def type_as(self, other: "Tensor") -> "Tensor":
+        if not isinstance(other, Tensor):
+            raise _argcheck.not_tensors(other=other)
         return self.to(other.dtype)
 
     def float(self):
@@ -501,8 +505,8 @@ class Tensor:
         if result._data.dtype != self._data.dtype:
             result_dtype, own = _dtype._by_numpy[result._data.dtype], self.dtype
             if result_dtype.category > own.category:
-                raise RuntimeError(f"result type {_TYPE_NAMES[result_dtype][:-6]} can't be cast to the desired "
-                                   f"output type {_TYPE_NAMES[own][:-6]}")
+                raise RuntimeError(_argcheck.named(f"result type {_TYPE_NAMES[result_dtype][:-6]} can't be cast to "
+                                                   f"the desired output type {_TYPE_NAMES[own][:-6]}"))
         if result._requires_grad and _node.grad_mode.enabled:
             self._check_inplace()
             if result._data.dtype != self._data.dtype:
@@ -524,8 +528,8 @@ class Tensor:
             try:
                 array = self._device._xp.broadcast_to(array, target.shape)
             except ValueError:
-                raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
-                                   f"{list(array.shape)}") from None
+                raise RuntimeError(_argcheck.named(f"output with shape {list(target.shape)} doesn't match the "
+                                                   f"broadcast shape {list(array.shape)}")) from None
         try:
             self._device._xp.copyto(target, array, casting="unsafe")
         except ValueError as error:
@@ -535,7 +539,10 @@ class Tensor:
     def copy_(self, src, non_blocking=False) -> "Tensor":
         """Copy ``src``'s values into this tensor (broadcasting, converting dtype and device)."""
         if not isinstance(src, Tensor):
-            src = tensor(src)
+            try:
+                src = tensor(src)
+            except (TypeError, ValueError):
+                raise _argcheck.not_tensors(src=src) from None
         if src._device != self._device:
             src = src.to(self._device)
         if src._requires_grad and _node.grad_mode.enabled or (self._requires_grad and _node.grad_mode.enabled
@@ -556,8 +563,10 @@ class Tensor:
 
     def fill_(self, value) -> "Tensor":
         self._check_inplace()
-        if isinstance(value, Tensor):
-            value = value.item()
+        if isinstance(value, Tensor) and value.ndim:
+            raise RuntimeError(_argcheck.named(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                                               f"{value.ndim} dimensions."))
+        value = _argcheck.check_number(value, "value")
         if self._grad_fn is not None and _node.grad_mode.enabled:
             return self._inplace_from(self * 0 + value)
         self._data[...] = value
@@ -576,31 +585,52 @@ class Tensor:
     # ``+ - * / **`` and unary ``-`` are the ops themselves (bound by ``corenn.ops._bind_methods``): one
     # call less on the hottest path. Addition and multiplication commute, dtype promotion included.
 
+    # Every operator below answers NotImplemented for an operand that is not a tensor, a number or an
+    # array (a list, a tuple, None, a string): Python then raises its TypeError, and ``t == (1, 2)`` is
+    # False, as in PyTorch. (``+ - * / **`` are the ops, which raise that TypeError themselves.)
     def __rsub__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.rsub(self, other)
 
     def __rtruediv__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.div(other, self)  # div picks the float dtype before the scalar is converted
 
     def __floordiv__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.floor_divide(self, other)
 
     def __rfloordiv__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.floor_divide(_scalar_like(other, self), self)
 
     def __mod__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.remainder(self, other)
 
     def __rmod__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.remainder(_scalar_like(other, self), self)
 
     def __rpow__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.pow(_scalar_like(other, self), self)
 
     def __matmul__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.matmul(self, other)
 
     def __rmatmul__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.matmul(_as_tensor_for(other, self), self)
 
     def __pos__(self):
@@ -613,77 +643,141 @@ class Tensor:
         return _ops.bitwise_not(self)
 
     def __and__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.bitwise_and(self, other)
 
     __rand__ = __and__
 
     def __or__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.bitwise_or(self, other)
 
     __ror__ = __or__
 
     def __xor__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.bitwise_xor(self, other)
 
     __rxor__ = __xor__
 
     def __lshift__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.bitwise_left_shift(self, other)
 
+    def __rlshift__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        return _ops.bitwise_left_shift(_scalar_like(other, self), self)
+
     def __rshift__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.bitwise_right_shift(self, other)
 
+    def __rrshift__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        return _ops.bitwise_right_shift(_scalar_like(other, self), self)
+
     def __eq__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.eq(self, other)
 
     def __ne__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.ne(self, other)
 
     def __lt__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.lt(self, other)
 
     def __le__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.le(self, other)
 
     def __gt__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.gt(self, other)
 
     def __ge__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return _ops.ge(self, other)
 
     # In-place operators: ``x += y`` is ``x.add_(y)``.
     def __iadd__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self.add_(other)
 
     def __isub__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self.sub_(other)
 
     def __imul__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self.mul_(other)
 
     def __itruediv__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self.div_(other)
 
     def __ifloordiv__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self._inplace_from(_ops.floor_divide(self, other))
 
     def __imod__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self._inplace_from(_ops.remainder(self, other))
 
     def __ipow__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self.pow_(other)
 
     def __imatmul__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self._inplace_from(_ops.matmul(self, other))
 
     def __iand__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self._inplace_from(_ops.bitwise_and(self, other))
 
     def __ior__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self._inplace_from(_ops.bitwise_or(self, other))
 
     def __ixor__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
         return self._inplace_from(_ops.bitwise_xor(self, other))
+
+    def __ilshift__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        return self._inplace_from(_ops.bitwise_left_shift(self, other))
+
+    def __irshift__(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        return self._inplace_from(_ops.bitwise_right_shift(self, other))
 
     # Fast in-place arithmetic: when nothing is recorded, update the array directly.
     def add_(self, other, *, alpha=1):
@@ -708,6 +802,13 @@ class Tensor:
         return self._ufunc_inplace("true_divide", other, 1)
 
     def _ufunc_inplace(self, name, other, alpha):
+        if other.__class__ not in (int, float, bool) and not isinstance(other, Tensor):
+            if isinstance(other, numbers.Number):
+                other = _python_scalar(other)
+            elif hasattr(other, "shape") and hasattr(other, "dtype"):
+                other = tensor(other, device=self._device)  # an array operand: its own dtype, as in PyTorch
+            else:
+                raise TypeError(_argcheck.named(f"expected a Tensor or a number, got {_argcheck.type_name(other)}"))
         if isinstance(other, Tensor):
             if other._device is not self._device:
                 if other._device.type != "cpu" or other._data.ndim != 0:
@@ -716,16 +817,23 @@ class Tensor:
             other_dtype = other.dtype
             other = other._data
         else:
+            if other.__class__ not in (float, int) and not isinstance(other, numbers.Number):
+                raise TypeError(_argcheck.named(f"argument 'other' must be Tensor or a number, not "
+                                                f"{_argcheck.type_name(other)}"))
             other_dtype = _dtype.scalar_dtype(other)
         if other_dtype.category > self.dtype.category:
-            raise RuntimeError(f"result type {_TYPE_NAMES[other_dtype][:-6]} can't be cast to the desired output "
-                               f"type {_TYPE_NAMES[self.dtype][:-6]}")
+            raise RuntimeError(_argcheck.named(f"result type {_TYPE_NAMES[other_dtype][:-6]} can't be cast to the "
+                                               f"desired output type {_TYPE_NAMES[self.dtype][:-6]}"))
         if alpha != 1:
+            if alpha.__class__ not in (float, int) and not isinstance(alpha, numbers.Number):
+                raise TypeError(_argcheck.named(f"argument 'alpha' must be a number, not "
+                                                f"{_argcheck.type_name(alpha)}"))
             other = other * alpha
         try:
             getattr(self._device._xp, name)(self._data, other, out=self._data, casting="unsafe")
         except ValueError as error:
-            raise RuntimeError(f"in-place {name} failed for a tensor of shape {list(self._data.shape)}: {error}") from None
+            raise RuntimeError(_argcheck.named(f"in-place {name} failed for a tensor of shape "
+                                               f"{list(self._data.shape)}: {error}")) from None
         return self
 
     def pow_(self, exponent):
@@ -821,15 +929,32 @@ def _check_assigned_grad(t: Tensor, grad) -> None:
                            f"'{t.dtype}'. The gradient must match the tensor's dtype")
 
 
-def _normalize_dim(dim: int, ndim: int) -> int:
+def _normalize_dim(dim: int, ndim: int, argument: str = "dim") -> int:
+    """``dim`` as an index in ``range(ndim)`` (a 0-d tensor takes dims 0 and -1); errors name the op and argument."""
     bound = max(ndim, 1)
+    if dim.__class__ is not int:
+        dim = _argcheck.check_int(dim, argument)
     if not -bound <= dim < bound:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {dim})")
+        raise IndexError(_argcheck.named(
+            f"Dimension out of range (expected to be in range of [{-bound}, {bound - 1}], but got {dim})"))
     return dim + bound if dim < 0 else dim
+
+
+def _is_operand(value) -> bool:
+    """Whether a binary operator takes ``value``: a tensor, a number or an array; not a list or tuple (PyTorch)."""
+    return isinstance(value, (Tensor, numbers.Number)) or (hasattr(value, "shape") and hasattr(value, "dtype"))
+
+
+def _python_scalar(value):
+    """A numpy scalar as the Python number it holds (PyTorch types ``np.int64(3)`` like ``3``)."""
+    if value.__class__ in (int, float, bool) or not isinstance(value, numbers.Number):
+        return value
+    return value.item() if hasattr(value, "item") else value
 
 
 def _scalar_like(value, like: Tensor) -> Tensor:
     """A Python scalar on the left of an operator, as a 0-d tensor of the dtype PyTorch would give."""
+    value = _python_scalar(value)
     target = _dtype.dtype_with_scalar(like.dtype, value)
     if value.__class__ is int and target.category == 1:
         from corenn.ops._kernel import _wrap_integer  # uint8: -3 wraps to 253, as in PyTorch
@@ -864,6 +989,8 @@ def _parse_to_args(args, kwargs):
             raise TypeError(f"to() received an invalid argument {arg!r}: expected a dtype, device, string or tensor")
     if target_device is not None:
         target_device = dispatch.device(target_device)
+    if target_dtype is not None:
+        _argcheck.check_dtype(target_dtype)
     return target_device, target_dtype, copy
 
 
@@ -961,7 +1088,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 def from_numpy(array: np.ndarray) -> Tensor:
     """A CPU tensor sharing memory with ``array``: writes through one are seen by the other."""
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+        raise TypeError(f"from_numpy(): expected np.ndarray (got {type(array).__name__})")
     _dtype.from_numpy(array.dtype)
     return Tensor._wrap(array, _CPU)
 
@@ -971,6 +1098,8 @@ def is_tensor(obj) -> bool:
 
 
 def numel(input: Tensor) -> int:
+    if not isinstance(input, Tensor):
+        raise _argcheck.not_tensors(input=input)
     return input.numel()
 
 
