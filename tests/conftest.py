@@ -38,3 +38,24 @@ def strict_device():
 
     with register_plugin(module.StrictPlugin(), name="strict"):
         yield module
+
+
+@pytest.fixture(params=["core", "numba"])
+def kernels(request):
+    """Run the test with the core's kernels, then with corenn-numba's (skipped where the plugin is not active)."""
+    import contextlib
+
+    import corenn
+    try:
+        import corenn_numba
+    except ImportError:
+        corenn_numba = None
+    if request.param == "core":
+        with corenn_numba.disabled() if corenn_numba is not None else contextlib.nullcontext():
+            yield "core"
+        return
+    if corenn_numba is None:
+        pytest.skip("corenn-numba is not installed")
+    if not corenn_numba.is_enabled():
+        pytest.skip(f"corenn-numba is installed but not active: {corenn.plugins.records.get('numba')}")
+    yield "numba"

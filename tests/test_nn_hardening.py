@@ -18,7 +18,6 @@ plugin's (the ``kernels`` fixture), against PyTorch 2.13 on the same inputs:
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import numpy as np
@@ -36,19 +35,6 @@ except ImportError:  # the plugin is a separate distribution: its half of each t
 
 inf = float("inf")
 
-
-@pytest.fixture(params=["core", "numba"])
-def kernels(request):
-    """Run the test with the core's kernels, then with corenn-numba's."""
-    if request.param == "core":
-        with corenn_numba.disabled() if corenn_numba is not None else contextlib.nullcontext():
-            yield "core"
-        return
-    if corenn_numba is None:
-        pytest.skip("corenn-numba is not installed")
-    if not registry.lookup("linear", "cpu").__module__.startswith("corenn_numba"):
-        pytest.skip("corenn-numba is installed but not loaded")
-    yield "numba"
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,6 @@ fixture runs a test both ways):
 """
 from __future__ import annotations
 
-import contextlib
 import operator
 
 import numpy as np
@@ -37,19 +36,6 @@ except ImportError:  # the plugin is a separate distribution: its half of each t
 
 nan, inf = float("nan"), float("inf")
 
-
-@pytest.fixture(params=["core", "numba"])
-def kernels(request):
-    """Run the test with the core's kernels, then with corenn-numba's (where it overrides the op)."""
-    if request.param == "core":
-        with corenn_numba.disabled() if corenn_numba is not None else contextlib.nullcontext():
-            yield "core"
-        return
-    if corenn_numba is None:
-        pytest.skip("corenn-numba is not installed")
-    if not registry.lookup("gather", "cpu").__module__.startswith("corenn_numba"):
-        pytest.skip("corenn-numba is installed but not loaded")
-    yield "numba"
 
 
 def _plugin_runs(op, kernels):
