@@ -324,7 +324,7 @@ class KernelRegistry:
         entries.append(registration)
         # Stable sort: among equal priorities the first registered wins.
         entries.sort(key=lambda r: -r.priority)
-        self._resolved.clear()
+        self.invalidate()
 
     def unregister_source(self, source: str) -> None:
         for op, entries in self._registrations.items():
@@ -332,7 +332,7 @@ class KernelRegistry:
         self._disabled_sources.discard(source)
         self._rejected = {key for key in self._rejected if key[0] != source}
         self._checks = {key: check for key, check in self._checks.items() if check.registration.source != source}
-        self._resolved.clear()
+        self.invalidate()
 
     def reject(self, source: str, op: str, device_type: str) -> None:
         """Skip ``source``'s kernel for ``op`` on ``device_type`` at dispatch (its output failed the first-call check).
@@ -340,7 +340,7 @@ class KernelRegistry:
         Until ``source`` is unregistered; the next registration for the op runs instead.
         """
         self._rejected.add((source, op, device_type))
-        self._resolved.clear()
+        self.invalidate()
 
     def invalidate(self) -> None:
         """Forget the resolved tables: the next lookup of each device type rebuilds its table."""
@@ -356,11 +356,7 @@ class KernelRegistry:
             self._disabled_sources.discard(source)
         else:
             self._disabled_sources.add(source)
-        self._resolved.clear()
-
-    def is_source_enabled(self, source: str) -> bool:
-        """False while ``source``'s registrations are skipped (see :meth:`set_source_enabled`)."""
-        return source not in self._disabled_sources
+        self.invalidate()
 
     def registrations(self, op: str | None = None) -> list[KernelRegistration]:
         if op is not None:
@@ -419,9 +415,10 @@ class KernelRegistry:
 
     def source_of(self, op: str, device_type: str) -> str:
         """The source (plugin name, or ``"core"``) of the kernel that runs ``op`` on ``device_type``."""
-        kernel = self.table(device_type).get(op)
-        if isinstance(kernel, FirstCallCheck):
-            kernel = kernel.kernel
+        try:
+            kernel = self.lookup(op, device_type)
+        except NotImplementedError:
+            return "none"
         for r in self._registrations.get(op, ()):
             if r.kernel is kernel and r.source not in self._disabled_sources:
                 return r.source

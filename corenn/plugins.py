@@ -1060,6 +1060,15 @@ def _observer_failed(observer, method: str, op_name: str, error: BaseException) 
     return True
 
 
+def _detach(item, source: str, live: list, attribute: str) -> None:
+    """Take a failing ``item`` out of the ``live`` ``(item, source)`` list and off its plugin's record
+    (``record.<attribute>``), so that :func:`enable` does not bring it back."""
+    live[:] = [(i, s) for i, s in live if i is not item]
+    record = records.get(source)
+    if record is not None:
+        setattr(record, attribute, [i for i in getattr(record, attribute) if i is not item])
+
+
 _STATE_CALLERS = {"state_dict_post": "state_dict()", "load_state_dict_pre": "load_state_dict()"}
 
 
@@ -1082,10 +1091,7 @@ def _run_module_state_handlers(method: str, module, state_dict, prefix: str) -> 
         except KeyboardInterrupt:
             raise
         except BaseException as error:
-            _state_handlers[:] = [(h, s) for h, s in _state_handlers if h is not handler]
-            record = records.get(source)
-            if record is not None:
-                record.state_handlers = [h for h in record.state_handlers if h is not handler]
+            _detach(handler, source, _state_handlers, "state_handlers")
             _runtime_failure(source, f"its module-state handler {type(handler).__name__} raised in {method} "
                                      f"({type(module).__name__} at prefix {prefix!r})", error,
                              "the handler was detached", f"{_STATE_CALLERS.get(method, method)} went on")
@@ -1103,10 +1109,7 @@ def _contained_rule(rule, source: str) -> Callable[[Any, str], bool | None]:
         except KeyboardInterrupt:
             raise
         except BaseException as error:
-            _fx_rules[:] = [(r, s) for r, s in _fx_rules if r is not rule]
-            record = records.get(source)
-            if record is not None:
-                record.fx_leaf_rules = [r for r in record.fx_leaf_rules if r is not rule]
+            _detach(rule, source, _fx_rules, "fx_leaf_rules")
             _runtime_failure(source, f"its FX leaf rule {getattr(rule, '__name__', type(rule).__name__)} raised for "
                                      f"module {qualified_name!r} ({type(module).__name__})", error,
                              "the rule was detached", "tracing went on")

@@ -16,7 +16,6 @@ mutation made through the Node/Graph API.
 from __future__ import annotations
 
 import builtins
-import operator
 import types
 from typing import Any, Callable
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from corenn.fx.graph import Graph
 from corenn.fx.node import Node, _SIDE_EFFECTFUL_FUNCTIONS, map_aggregate
-from corenn.fx.proxy import Attribute, Proxy, TraceError, describe_user_frame, user_frame
+from corenn.fx.proxy import Proxy, TraceError, describe_user_frame, user_frame
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "TraceError"]
 

@@ -11,7 +11,6 @@ checks arguments and maps PyTorch's signatures onto them.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 import corenn

@@ -56,8 +56,16 @@ def _check_to_chunk(src, n0, n1, dst):
     array("to_chunk", "dst", dst, dtype, (src.shape[1], (n1 - n0) * src.shape[2]), writeable=True)
 
 
-def _check_weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
-    f = "weight_grad_by_dots"
+def check_groups(function, channels, out_channels, groups):
+    """``groups`` as an int >= 1 that splits both channel counts; ValueError naming ``function`` otherwise."""
+    groups = integer(function, "groups", groups, 1)
+    if channels % groups or out_channels % groups:
+        fail(function, f"{channels} input and {out_channels} output channels do not split into {groups} groups")
+    return groups
+
+
+def check_weight_grad_inputs(f, first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """What both weight-gradient paths (dots here, im2col in ``_gemm_jit``) read; returns the dtype."""
     dtype = floats(f, "x", x, ndim=4)
     integers(f, "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
     integers(f, "ph pw out_h out_w", (ph, pw, out_h, out_w), 0)
@@ -65,10 +73,14 @@ def _check_weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph,
     array(f, "grad", grad, dtype, ndim=3)
     if grad.shape != (x.shape[0], grad.shape[1], out_h * out_w):
         fail(f, f"argument 'grad' must have shape ({x.shape[0]}, O, {out_h * out_w}), got {grad.shape}")
-    groups = integer(f, "groups", groups, 1)
-    if x.shape[1] % groups or grad.shape[1] % groups:
-        fail(f, f"{x.shape[1]} input and {grad.shape[1]} output channels do not split into {groups} groups")
+    check_groups(f, x.shape[1], grad.shape[1], groups)
     work_range(f, first, last, x.shape[0])
+    return dtype
+
+
+def _check_weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    check_weight_grad_inputs("weight_grad_by_dots", first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw,
+                             out_h, out_w)
 
 
 @_jit

@@ -35,7 +35,8 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from corenn_numba._checks import array, entry, fail, floats, integer, integers, work_range
-from corenn_numba._conv_jit import _add, _copy, _copy_strided, _im2col, _inside, _zero, check_windows_fit
+from corenn_numba._conv_jit import (_add, _copy, _copy_strided, _im2col, _inside, _zero, check_groups as
+                                    _check_groups, check_weight_grad_inputs, check_windows_fit)
 
 
 def _target_features() -> str:
@@ -167,13 +168,6 @@ def _check_bias(function, bias, has_bias, dtype, size):
     array(function, "bias", bias, dtype, (size,) if has_bias else None, ndim=1)
 
 
-def _check_groups(function, channels, out_channels, groups):
-    groups = integer(function, "groups", groups, 1)
-    if channels % groups or out_channels % groups:
-        fail(function, f"{channels} input and {out_channels} output channels do not split into {groups} groups")
-    return groups
-
-
 def _check_weight_panels(function, weight_panels, dtype, channels, out_channels, kh, kw):
     """``weight_panels`` as ``pack_weight`` makes them: (groups, row blocks, depth*MR); returns groups."""
     array(function, "weight_panels", weight_panels, dtype, ndim=3)
@@ -252,16 +246,8 @@ def _check_conv_weight_grad_stride1(first, last, x, grad, groups, o_blocks, c_pa
 def _check_conv_weight_grad_im2col(first, last, x, grad, groups, columns, kh, kw, sh, sw, ph, pw, dh, dw, out_h,
                                    out_w):
     f = "conv_weight_grad_im2col"
-    dtype = floats(f, "x", x, ndim=4)
-    integers(f, "kh kw sh sw dh dw", (kh, kw, sh, sw, dh, dw), 1)
-    integers(f, "ph pw out_h out_w", (ph, pw, out_h, out_w), 0)
-    check_windows_fit(f, x.shape[2], x.shape[3], kh, kw, ph, pw, dh, dw)
-    array(f, "grad", grad, dtype, ndim=3)
-    if grad.shape != (x.shape[0], grad.shape[1], out_h * out_w):
-        fail(f, f"argument 'grad' must have shape ({x.shape[0]}, O, {out_h * out_w}), got {grad.shape}")
-    _check_groups(f, x.shape[1], grad.shape[1], groups)
+    dtype = check_weight_grad_inputs(f, first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
     _check_columns(f, columns, dtype)
-    work_range(f, first, last, x.shape[0])
 
 
 def _check_pack_rows(a, panels):
@@ -352,7 +338,6 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
     ``N * groups * ceil(out_h*out_w / columns)`` (image, group, pixel block), so that
     threads can split them.
     """
-    n = x.shape[0]
     groups, row_blocks = weight_panels.shape[0], weight_panels.shape[1]
     c_per_group = x.shape[1] // groups
     o_per_group = out.shape[1] // groups
@@ -487,7 +472,7 @@ def conv_weight_grad_stride1(first, last, x, grad, groups, o_blocks, c_pad, colu
     and row q of B is the channels-last input at grid position ``q + i*dh*Wp + j*dw``, read in
     place. Returns this slice's partial sum; the caller adds the slices.
     """
-    n, channels = x.shape[0], x.shape[1]
+    channels = x.shape[1]
     c_per_group = channels // groups
     o_per_group = grad.shape[1] // groups
     grid = (out_h - 1) * width_p + out_w

@@ -8,7 +8,6 @@ comes back as its position, and the target is left untouched.
 from __future__ import annotations
 
 import numba
-import numpy as np
 
 from corenn_numba._checks import FLOATS, INT64, array, entry, fail
 

@@ -14,7 +14,7 @@ import corenn.nn.functional as F
 import corenn_numba
 from corenn.kernels import fell_back
 from corenn.dispatch import kernels
-from corenn.testing.opcheck import Float, Index, OpCase, check_op, run_conformance
+from corenn.testing.opcheck import Float, OpCase, check_op, run_conformance
 from corenn_numba import nn as numba_nn
 
 SETTINGS = settings(max_examples=15, deadline=None)

@@ -20,7 +20,6 @@ import corenn.nn.functional as F
 import corenn_numba
 from corenn.kernels import fell_back, pool_output_size
 from corenn.dispatch import kernels
-from corenn.ops import pooling as core_pool
 from corenn.testing.opcheck import Float, OpCase, check_op
 from corenn_numba import pooling as numba_pool
 
