@@ -256,3 +256,25 @@ def test_manual_seed_after_a_device_plugin_is_removed():
         corenn.randn(2, device="strict")
     corenn.manual_seed(0)
     assert corenn.initial_seed() == 0
+
+
+def test_a_backend_without_random_generator_draws_on_the_host_and_moves_the_result(corenn_plugin):
+    moved = []
+
+    def to_device(array, index=None):
+        moved.append(array.shape)
+        return np.array(array, copy=True)
+
+    class NoRng:
+        @corenn.hookimpl
+        def corenn_register_backends(self):
+            return [Backend(type="norngdev", xp=np, to_device=to_device, to_host=np.asarray)]
+    corenn_plugin(NoRng())
+    corenn.manual_seed(3)
+    first = corenn.randn(2, 3, device="norngdev")
+    assert first.device.type == "norngdev" and (2, 3) in moved
+    corenn.manual_seed(3)
+    assert corenn.randn(2, 3, device="norngdev").tolist() == first.tolist()  # seeded like any device
+    dropped = corenn.nn.functional.dropout(corenn.ones(1000, device="norngdev"), 0.5)
+    assert set(np.unique(dropped.cpu().numpy())) == {0.0, 2.0}
+    assert corenn.poisson(corenn.full((4,), 3.0, device="norngdev")).device.type == "norngdev"

@@ -40,28 +40,16 @@ class HostDrawnGenerator:
         self._backend = backend
         self.bit_generator = self._rng.bit_generator  # the state corenn reads, sets and saves
 
-    def _move(self, drawn):
-        return self._backend.to_device(np.asarray(drawn), self._backend.current_index())
+    def __getattr__(self, name):  # random, standard_normal, integers, ...: numpy's draw, moved
+        if name not in dispatch.RNG_METHODS:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        draw, backend = getattr(self._rng, name), self._backend
 
-    def random(self, *args, **kwargs):
-        return self._move(self._rng.random(*args, **kwargs))
-
-    def standard_normal(self, *args, **kwargs):
-        return self._move(self._rng.standard_normal(*args, **kwargs))
-
-    def standard_exponential(self, *args, **kwargs):
-        return self._move(self._rng.standard_exponential(*args, **kwargs))
-
-    def integers(self, *args, **kwargs):
-        return self._move(self._rng.integers(*args, **kwargs))
-
-    def permutation(self, *args, **kwargs):
-        return self._move(self._rng.permutation(*args, **kwargs))
-
-    def poisson(self, lam, *args, **kwargs):
-        if not isinstance(lam, np.ndarray) and hasattr(lam, "shape"):
-            lam = self._backend.to_host(lam)  # rates computed on the device
-        return self._move(self._rng.poisson(lam, *args, **kwargs))
+        def on_device(*args, **kwargs):
+            # Array arguments (poisson's rates) may have been computed on the device.
+            args = [backend.to_host(a) if hasattr(a, "shape") and not isinstance(a, np.ndarray) else a for a in args]
+            return backend.to_device(np.asarray(draw(*args, **kwargs)), backend.current_index())
+        return on_device
 
 
 class Generator:
@@ -141,7 +129,8 @@ def _default_for(device) -> Generator:
     key = (device.type, device.index)
     gen = _device_generators.get(key)
     if gen is None:
-        gen = _device_generators[key] = Generator(device)
+        # A device first used after manual_seed(s) starts from s, as PyTorch seeds CUDA lazily.
+        gen = _device_generators[key] = Generator(device).manual_seed(_default_for(dispatch.device("cpu")).initial_seed())
     return gen
 
 
