@@ -1176,6 +1176,11 @@ def observe_ops(observer) -> ObserverHandle:
     ``corenn_op_observers``, are contained instead: one that raises is detached with a
     :class:`PluginWarning`.) With no observer the dispatcher pays one truthiness test per op.
 
+    An observer may also define ``op_node(op_name, node)`` (after ``op_start``: the kernel
+    instance running the op, the output's ``grad_fn`` if the op records; its ``sequence_nr``
+    is set once the op returns) and ``backward_start(node)`` / ``backward_end(node)``
+    (around each node's ``backward`` in the backward walk); see docs/hooks.md, "Op observer".
+
     Example::
 
         class Count:

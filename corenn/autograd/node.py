@@ -492,6 +492,9 @@ def _observed_forward(op_name, kernel, ctx, device, arrays, params):
     for observer in observers:
         try:
             observer.op_start(op_name, device, arrays)
+            op_node = getattr(observer, "op_node", None)  # optional: the node, to match backward calls to this op
+            if op_node is not None:
+                op_node(op_name, ctx)
         except BaseException as error:
             if not _contain_observer_error(observer, "op_start", op_name, error):
                 raise
@@ -506,6 +509,33 @@ def _observed_forward(op_name, kernel, ctx, device, arrays, params):
             if not _contain_observer_error(observer, "op_end", op_name, error):
                 raise
     return out
+
+
+def _observed_backward(observers, fn, grad_outputs):
+    """``fn.backward`` between the ``backward_start(node)`` / ``backward_end(node)`` of observers that define them.
+
+    ``observers`` was taken when the walk began; one detached since (a plugin's that raised)
+    is skipped. As for forward, one whose ``backward_start`` raised gets no ``backward_end``.
+    """
+    active = [o for o in observers if any(o is current for current in _observers)]
+    failed = ()
+    for observer in active:
+        try:
+            observer.backward_start(fn)
+        except BaseException as error:
+            if not _contain_observer_error(observer, "backward_start", fn.grad_fn_name, error):
+                raise
+            failed += (id(observer),)
+    grad_inputs = fn.backward(fn, grad_outputs)
+    for observer in reversed(active):
+        if failed and id(observer) in failed:
+            continue
+        try:
+            observer.backward_end(fn)
+        except BaseException as error:
+            if not _contain_observer_error(observer, "backward_end", fn.grad_fn_name, error):
+                raise
+    return grad_inputs
 
 
 def _contain_observer_error(observer, method, op_name, error) -> bool:
@@ -575,6 +605,9 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
             key = (t._grad_fn, t._output_nr) if t._grad_fn is not None else id(t)
             capture_keys.setdefault(key, []).append(i)
 
+    # Observers that see backward (a profiler): taken once per walk, so with none a node pays one local test.
+    observed = [o for o in _observers if hasattr(o, "backward_start") and hasattr(o, "backward_end")] \
+        if _observers else None
     buffers: dict = {}  # node -> gradient(s) received so far; a node is pending iff it is here
     pending = []  # heap of (-sequence_nr, node)
     for root, grad in zip(roots, root_grads):
@@ -607,7 +640,10 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
         saved = fn.saved
         if saved is _FREED:
             fn.saved_arrays  # raises the "backward through the graph a second time" error
-        grad_inputs = fn.backward(fn, grad_outputs)
+        if observed:
+            grad_inputs = _observed_backward(observed, fn, grad_outputs)
+        else:
+            grad_inputs = fn.backward(fn, grad_outputs)
         if saved and not retain_graph:
             fn.saved = _FREED
         if grad_inputs.__class__ is not tuple:
