@@ -1178,7 +1178,7 @@ def observe_ops(observer) -> ObserverHandle:
 
     An observer may also define ``op_node(op_name, node)`` (after ``op_start``: the kernel
     instance running the op, the output's ``grad_fn`` if the op records; its ``sequence_nr``
-    is set once the op returns) and ``backward_start(node)`` / ``backward_end(node)``
+    is set once the op returns) and ``backward_start(node)`` / ``backward_end(node, grad_inputs)``
     (around each node's ``backward`` in the backward walk); see docs/hooks.md, "Op observer".
 
     Example::

@@ -33,7 +33,7 @@ class NodeRecorder:
     def backward_start(self, node):
         self.log.append(("backward_start", node.grad_fn_name, node.sequence_nr))
 
-    def backward_end(self, node):
+    def backward_end(self, node, grad_inputs):
         self.log.append(("backward_end", node.grad_fn_name, node.sequence_nr))
 
 
@@ -140,7 +140,7 @@ def test_a_plugin_observer_raising_in_backward_start_is_detached_and_backward_go
 
 def test_an_observe_ops_observer_raising_in_backward_end_propagates():
     class Bad(NodeRecorder):
-        def backward_end(self, node):
+        def backward_end(self, node, grad_inputs):
             raise ValueError("caller's own bug")
 
     x = corenn.ones(2, requires_grad=True)

@@ -512,7 +512,7 @@ def _observed_forward(op_name, kernel, ctx, device, arrays, params):
 
 
 def _observed_backward(observers, fn, grad_outputs):
-    """``fn.backward`` between the ``backward_start(node)`` / ``backward_end(node)`` of observers that define them.
+    """``fn.backward`` between ``backward_start(node)`` / ``backward_end(node, grad_inputs)`` of observers with them.
 
     ``observers`` was taken when the walk began; one detached since (a plugin's that raised)
     is skipped. As for forward, one whose ``backward_start`` raised gets no ``backward_end``.
@@ -531,7 +531,7 @@ def _observed_backward(observers, fn, grad_outputs):
         if failed and id(observer) in failed:
             continue
         try:
-            observer.backward_end(fn)
+            observer.backward_end(fn, grad_inputs)
         except BaseException as error:
             if not _contain_observer_error(observer, "backward_end", fn.grad_fn_name, error):
                 raise
