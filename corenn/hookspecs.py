@@ -159,13 +159,14 @@ def corenn_op_observers() -> Iterable[Any]:
     run by the dispatcher (``arrays``: the raw inputs; ``out``: the raw result).
     Optional methods, called only on observers that define them:
     ``op_node(op_name, node)`` after ``op_start``, with the kernel instance
-    that runs the op (it becomes the output's ``grad_fn`` if the op records a
-    graph node, and its ``sequence_nr`` is set when the op returns), and
-    ``backward_start(node)`` / ``backward_end(node, grad_inputs)`` around each
-    node's ``backward`` in the backward walk (``node.sequence_nr`` matches the
-    forward op's node; ``grad_inputs``: what ``backward`` returned). An
-    active observer slows every op; with none the dispatcher pays one
-    truthiness test per op and the backward walk one per node.
+    that runs the op (it becomes the output's ``grad_fn`` if the op records
+    a graph node, and its ``sequence_nr`` is set when the op returns), and
+    ``backward_start(node, grad_outputs)`` / ``backward_end(node,
+    grad_inputs)`` around each node's ``backward`` in the backward walk
+    (``node.sequence_nr`` matches the forward op's node; ``grad_outputs`` /
+    ``grad_inputs``: what ``backward`` receives and returns). An active
+    observer slows every op; with none the dispatcher pays one truthiness
+    test per op and the backward walk one per node.
     First answer wins: no, every observer is called (``op_start`` in
     registration order, ``op_end`` in reverse). An observer that raises is
     detached, with a warning naming the plugin, and the op goes on.

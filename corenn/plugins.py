@@ -1178,8 +1178,9 @@ def observe_ops(observer) -> ObserverHandle:
 
     An observer may also define ``op_node(op_name, node)`` (after ``op_start``: the kernel
     instance running the op, the output's ``grad_fn`` if the op records; its ``sequence_nr``
-    is set once the op returns) and ``backward_start(node)`` / ``backward_end(node, grad_inputs)``
-    (around each node's ``backward`` in the backward walk); see docs/hooks.md, "Op observer".
+    is set once the op returns) and ``backward_start(node, grad_outputs)`` /
+    ``backward_end(node, grad_inputs)`` (around each node's ``backward`` in the backward walk);
+    see docs/hooks.md, "Op observer".
 
     Example::
 

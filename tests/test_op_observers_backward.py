@@ -20,6 +20,7 @@ class NodeRecorder:
     def __init__(self):
         self.log = []
         self.forward_nodes = []
+        self.gradients = []
 
     def op_start(self, op_name, device, arrays):
         self.log.append(("start", op_name))
@@ -30,11 +31,13 @@ class NodeRecorder:
     def op_end(self, op_name, device, out):
         self.log.append(("end", op_name))
 
-    def backward_start(self, node):
+    def backward_start(self, node, grad_outputs):
         self.log.append(("backward_start", node.grad_fn_name, node.sequence_nr))
+        self.gradients.append(("received", node.grad_fn_name, grad_outputs))
 
     def backward_end(self, node, grad_inputs):
         self.log.append(("backward_end", node.grad_fn_name, node.sequence_nr))
+        self.gradients.append(("returned", node.grad_fn_name, grad_inputs))
 
 
 class Plugin:
@@ -66,6 +69,13 @@ def test_corenn_op_observers_see_the_node_and_its_backward():
     # Backward calls are paired and do not nest (a node's backward is one call).
     assert [entry[0] for entry in backward] == ["backward_start", "backward_end"] * 3
     assert x.grad.tolist() == pytest.approx([2 * 7.38905609893065] * 3)
+    # backward_start sees the gradient the node receives, backward_end what it returns.
+    kind, name, received = recorder.gradients[0]
+    assert (kind, name) == ("received", "SumBackward0") and float(received) == 1.0
+    kind, name, returned = recorder.gradients[-1]
+    assert (kind, name) == ("returned", "MulBackward0")
+    returned = returned[0] if isinstance(returned, tuple) else returned
+    assert returned.tolist() == x.grad.tolist()
 
 
 def test_an_observer_without_the_optional_methods_is_not_asked_and_ops_record_no_node_without_grad():
@@ -122,7 +132,7 @@ def test_an_autograd_function_node_is_observed_in_backward():
 
 def test_a_plugin_observer_raising_in_backward_start_is_detached_and_backward_goes_on():
     class Bad(NodeRecorder):
-        def backward_start(self, node):
+        def backward_start(self, node, grad_outputs):
             raise ValueError("profiler buffer full")
 
     bad = Bad()

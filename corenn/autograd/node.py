@@ -512,7 +512,8 @@ def _observed_forward(op_name, kernel, ctx, device, arrays, params):
 
 
 def _observed_backward(observers, fn, grad_outputs):
-    """``fn.backward`` between ``backward_start(node)`` / ``backward_end(node, grad_inputs)`` of observers with them.
+    """``fn.backward`` between the ``backward_start(node, grad_outputs)`` / ``backward_end(node, grad_inputs)``
+    of the observers that define them.
 
     ``observers`` was taken when the walk began; one detached since (a plugin's that raised)
     is skipped. As for forward, one whose ``backward_start`` raised gets no ``backward_end``.
@@ -521,7 +522,7 @@ def _observed_backward(observers, fn, grad_outputs):
     failed = ()
     for observer in active:
         try:
-            observer.backward_start(fn)
+            observer.backward_start(fn, grad_outputs)
         except BaseException as error:
             if not _contain_observer_error(observer, "backward_start", fn.grad_fn_name, error):
                 raise
