@@ -130,6 +130,8 @@ class Module:
         setattr_(self, "_state_dict_pre_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_pre_hooks", OrderedDict())
         setattr_(self, "_load_state_dict_post_hooks", OrderedDict())
+        # name -> (compute, assign): attributes computed from other state (register_computed_attribute)
+        setattr_(self, "_computed_attributes", {})
         if self.call_super_init:
             super().__init__(*args, **kwargs)
 
@@ -146,6 +148,10 @@ class Module:
             raise KeyError(f"{kind} name can't contain \".\", got: {name}")
         if name == "":
             raise KeyError(f"{kind} name can't be empty string \"\"")
+        if name in self.__dict__.get("_computed_attributes", ()):
+            # Checked before hasattr, which would compute the value (a parametrization, a pruned weight).
+            raise KeyError(f"attribute '{name}' already exists (a computed attribute; "
+                           f"remove_computed_attribute('{name}') first)")
         if name not in own and hasattr(self, name):
             raise KeyError(f"attribute '{name}' already exists")
 
@@ -311,6 +317,82 @@ class Module:
             raise AttributeError(f"`{name}` is not a buffer")
         return getattr(module, name)
 
+    def register_computed_attribute(self, name: str, compute, assign=None) -> None:
+        """Make ``module.<name>`` a value computed from the module's other state each time it is read.
+
+        Reading ``module.<name>`` returns ``compute(module)``; assigning ``module.<name> = value``
+        calls ``assign(module, value)`` (without ``assign`` it raises ``AttributeError``). The
+        name must be free: move a parameter or buffer out of the way first (delete it, or
+        register what it is computed from under other names). A computed attribute is not
+        saved by ``state_dict``; the state it is computed from is. This is the one
+        reparametrization mechanism plugins share: parametrizations (``weight`` computed from
+        ``parametrizations.weight.original``), pruning (``weight_orig * weight_mask``), fake
+        quantization. The module's class is never changed, so ``copy.deepcopy`` and pickling
+        work whenever ``compute`` and ``assign`` pickle (module-level functions, bound methods
+        of modules, ``functools.partial`` of those). An exception raised by ``compute``
+        -- an ``AttributeError`` too -- reaches the caller as it was raised. Reading a
+        parameter, buffer or submodule costs nothing extra.
+
+        Example::
+
+            >>> class Scaled(nn.Module):
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.raw = nn.Parameter(corenn.ones(2))
+            ...     def doubled(self):
+            ...         return self.raw * 2
+            >>> m = Scaled()
+            >>> m.register_computed_attribute("weight", Scaled.doubled)
+            >>> m.weight
+            tensor([2., 2.], grad_fn=<MulBackward0>)
+            >>> list(m.state_dict())
+            ['raw']
+            >>> m.remove_computed_attribute("weight")
+        """
+        if "_computed_attributes" not in self.__dict__:
+            raise AttributeError("cannot register a computed attribute before Module.__init__() call")
+        self._check_new_name("computed attribute", name, {})
+        if not callable(compute):
+            raise TypeError(f"register_computed_attribute(): argument 'compute' must be callable, "
+                            f"got {_typename(compute)}")
+        if assign is not None and not callable(assign):
+            raise TypeError(f"register_computed_attribute(): argument 'assign' must be callable or None, "
+                            f"got {_typename(assign)}")
+        self._computed_attributes[name] = (compute, assign)
+
+    def remove_computed_attribute(self, name: str) -> None:
+        """Undo :meth:`register_computed_attribute`: ``module.<name>`` is no longer computed (the name is free).
+
+        Raises ``KeyError`` if ``name`` is not a computed attribute of this module.
+
+        Example::
+
+            >>> m = nn.Module()
+            >>> m.register_computed_attribute("answer", lambda module: 42)
+            >>> m.answer
+            42
+            >>> m.remove_computed_attribute("answer")
+            >>> hasattr(m, "answer")
+            False
+        """
+        computed = self.__dict__.get("_computed_attributes", {})
+        if name not in computed:
+            raise KeyError(f"remove_computed_attribute(): '{name}' is not a computed attribute of "
+                           f"{type(self).__name__} (computed: {sorted(computed) or 'none'})")
+        del computed[name]
+
+    def computed_attribute_names(self) -> list:
+        """The names registered with :meth:`register_computed_attribute` on this module (not its children).
+
+        Example::
+
+            >>> m = nn.Module()
+            >>> m.register_computed_attribute("answer", lambda module: 42)
+            >>> m.computed_attribute_names()
+            ['answer']
+        """
+        return list(self.__dict__.get("_computed_attributes", ()))
+
     def get_extra_state(self):
         """State beyond parameters and buffers to save in ``state_dict`` (override with ``set_extra_state``).
 
@@ -351,6 +433,10 @@ class Module:
             modules = state["_modules"]
             if name in modules:
                 return modules[name]
+            computed = state.get("_computed_attributes")
+            if computed and name in computed:
+                # Called here, not from a property: an AttributeError inside compute surfaces as raised.
+                return computed[name][0](self)
         # A property (or other descriptor) that raised AttributeError inside itself lands here too;
         # run it again so its own error surfaces instead of a misleading "no attribute '<property>'".
         for klass in type(self).__mro__:
@@ -405,7 +491,15 @@ class Module:
                         persistent = name not in self._non_persistent_buffers_set
                     self.register_buffer(name, value, persistent)
                 else:
-                    object.__setattr__(self, name, value)
+                    computed = state.get("_computed_attributes")
+                    if computed and name in computed:
+                        assign = computed[name][1]
+                        if assign is None:
+                            raise AttributeError(f"can't set attribute '{name}' of '{type(self).__name__}': it is "
+                                                 "a computed attribute registered without assign")
+                        assign(self, value)
+                    else:
+                        object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         if name in self._parameters:
@@ -415,12 +509,17 @@ class Module:
             self._non_persistent_buffers_set.discard(name)
         elif name in self._modules:
             del self._modules[name]
+        elif name in self.__dict__.get("_computed_attributes", ()):
+            # Whoever registered it holds related state (a parametrization list, a mask): they remove it.
+            raise AttributeError(f"can't delete attribute '{name}' of '{type(self).__name__}': it is a computed "
+                                 f"attribute (remove_computed_attribute('{name}'), or the plugin's own remove "
+                                 "function, e.g. remove_parametrizations)")
         else:
             object.__delattr__(self, name)
 
     def __dir__(self):
         keys = (dir(self.__class__) + list(self.__dict__) + list(self._parameters) + list(self._modules)
-                + list(self._buffers))
+                + list(self._buffers) + list(self.__dict__.get("_computed_attributes", ())))
         # Names such as Sequential's "0" are not valid attribute names.
         return sorted(key for key in set(keys) if not key[0].isdigit())
 
@@ -437,6 +536,8 @@ class Module:
             object.__setattr__(self, "_non_persistent_buffers_set", set())
         if "_is_full_backward_hook" not in self.__dict__:
             object.__setattr__(self, "_is_full_backward_hook", None)
+        if "_computed_attributes" not in self.__dict__:
+            object.__setattr__(self, "_computed_attributes", {})
 
     # ------------------------------------------------------------------------------------------------
     # Walking the tree
