@@ -1,0 +1,304 @@
+"""What runs while a profile records: the op observer, the module hooks and the range stack.
+
+Everything here is on the hot path of a profiled program, so a record is a plain list
+(the cheapest object to build per op) and all interpretation -- self times, nesting,
+module attribution -- waits until the profile stops (:mod:`corenn_profiler.trace`).
+
+The recorder is attached only while a profile records: ``corenn.plugins.observe_ops``
+and the global module hooks are added at start and removed at stop, so a program that
+has the plugin installed but profiles nothing runs exactly the code it ran without it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from time import perf_counter_ns
+
+import corenn
+from corenn.nn.modules import module as module_api
+
+# Kinds of record.
+OP = "op"                      # a forward op, seen through the op observer
+BACKWARD = "backward"          # one node's backward in the backward walk
+USER = "user_annotation"       # record_function(...)
+MODULE = "module"              # a module's forward call (with_modules)
+STEP = "step"                  # ProfilerStep#N, between profile.step() calls
+
+# Fields of a record (a list). INPUTS holds an op's input arrays while it runs, so that an
+# output which is an input (an in-place op) is not counted as an allocation.
+KIND, NAME, START, END, PARENT, SHAPES, STACK, MODULE_AT, SEQ, ALLOC, FREED, DEVICE, TID, INPUTS = range(14)
+RECORD_SIZE = 14
+
+# Frames inside corenn or this plugin are not "the calling Python frame" of an op.
+_SKIPPED_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (corenn, sys.modules[__package__]))
+MAX_STACK_DEPTH = 32
+
+
+def array_root(array):
+    """The array that owns ``array``'s memory (numpy and cupy views keep it as ``.base``)."""
+    while True:
+        base = getattr(array, "base", None)
+        if base is None or not hasattr(base, "nbytes"):
+            return array
+        array = base
+
+
+class Recorder:
+    """Collects records for one active stretch of a profile (one ``Trace`` once stopped)."""
+
+    def __init__(self, *, record_shapes=False, profile_memory=False, with_stack=False, with_modules=False,
+                 synchronize=None):
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
+        self.with_modules = with_modules
+        self.synchronize = synchronize  # device type -> callable, for devices whose ops run asynchronously
+        self.records: list[list] = []
+        self.main_thread = threading.get_ident()
+        self.open: list[int] = []                  # the main thread's open records, innermost last
+        self.other_threads: dict[int, list[int]] = {}
+        self.module_stack: list[tuple] = []        # (module, path, record index), innermost last
+        self.child_names: dict[tuple[int, int], str] = {}
+        self.module_info: dict[str, dict] = {}     # path -> type, parameter bytes, calls, output bytes
+        self.forward_by_sequence_nr: dict[int, int] = {}
+        self.pending_node = None                   # (record index, node) of the last op, until it has returned
+        # Memory: arrays produced by recorded ops, watched until freed.
+        self.watched: dict = {}                    # id(weakref) -> (weakref, record index, bytes)
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.peak_at = (0, -1)                     # (time, record index) when the peak was reached
+        self.memory_samples: list[tuple[int, int]] = []
+        self.handles = []
+        self.start_ns = self.stop_ns = 0
+        self.active = False
+
+    # -- attach / detach ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.start_ns = perf_counter_ns()
+        self.active = True
+        self.handles.append(corenn.plugins.observe_ops(self))
+        if self.with_modules:
+            self.handles.append(module_api.register_module_forward_pre_hook(self.module_pre))
+            self.handles.append(module_api.register_module_forward_hook(self.module_post, always_call=True))
+
+    def stop(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        if self.pending_node is not None:
+            self.resolve_pending_node()
+        self.stop_ns = now = perf_counter_ns()
+        for index in self.open + [i for stack in self.other_threads.values() for i in stack]:
+            if self.records[index][END] == 0:
+                self.records[index][END] = now  # a range still open at stop ends there
+        self.open.clear()
+        self.other_threads.clear()
+        self.module_stack.clear()
+        # Arrays still alive are "live at the end"; forget them, so their later frees cost nothing.
+        self.watched.clear()
+        for record in self.records:
+            record[INPUTS] = None
+
+    # -- the op observer (corenn.plugins.observe_ops) ----------------------------------------------------------
+    def stack_of_this_thread(self) -> list[int]:
+        tid = threading.get_ident()
+        if tid == self.main_thread:
+            return self.open
+        return self.other_threads.setdefault(tid, [])
+
+    def open_record(self, kind, name) -> list:
+        """Start a range record (ops, annotations, modules, steps); its START is set last by the caller."""
+        if self.pending_node is not None:
+            self.resolve_pending_node()
+        stack = self.open if threading.get_ident() == self.main_thread else self.stack_of_this_thread()
+        record = [kind, name, 0, 0, stack[-1] if stack else -1, None, None,
+                  self.module_stack[-1][2] if self.module_stack else -1, 0, 0, 0, None, threading.get_ident(), None]
+        stack.append(len(self.records))
+        self.records.append(record)
+        return record
+
+    def close_record(self, kind) -> int:
+        """End the innermost open record of ``kind`` (and any left open inside it); its index, or -1."""
+        now = perf_counter_ns()
+        stack = self.open if threading.get_ident() == self.main_thread else self.stack_of_this_thread()
+        records = self.records
+        while stack:
+            index = stack.pop()
+            record = records[index]
+            record[END] = now
+            if record[KIND] == kind:
+                return index
+        return -1
+
+    def op_start(self, op_name, device, arrays):
+        record = self.open_record(OP, op_name)
+        record[DEVICE] = device.type
+        if self.record_shapes:
+            record[SHAPES] = [list(getattr(a, "shape", ())) for a in arrays]
+        if self.with_stack:
+            record[STACK] = self.python_stack()
+        if self.profile_memory:
+            record[INPUTS] = arrays
+        sync = self.synchronize and self.synchronize.get(device.type)
+        if sync is not None:
+            sync()
+        record[START] = perf_counter_ns()
+
+    def op_node(self, op_name, node):
+        # The node's sequence_nr is set once the op returns: read it at the next event.
+        self.pending_node = (len(self.records) - 1, node)
+
+    def op_end(self, op_name, device, out):
+        if self.synchronize:
+            sync = self.synchronize.get(device.type)
+            if sync is not None:
+                sync()
+        end = perf_counter_ns()
+        stack = self.open if threading.get_ident() == self.main_thread else self.stack_of_this_thread()
+        index = stack.pop()
+        record = self.records[index]
+        record[END] = end
+        if self.profile_memory:
+            self.count_allocations(index, record, out if out.__class__ is tuple else (out,), record[INPUTS])
+            record[INPUTS] = None
+
+    def resolve_pending_node(self) -> None:
+        index, node = self.pending_node
+        self.pending_node = None
+        number = node.sequence_nr
+        if number:
+            self.records[index][SEQ] = number
+            self.forward_by_sequence_nr[number] = index
+
+    def backward_start(self, node, grad_outputs):
+        record = self.open_record(BACKWARD, node.grad_fn_name)
+        number = node.sequence_nr
+        record[SEQ] = number
+        forward = self.forward_by_sequence_nr.get(number)
+        if forward is not None:
+            record[MODULE_AT] = self.records[forward][MODULE_AT]  # backward belongs to its forward op's module
+            record[DEVICE] = self.records[forward][DEVICE]
+        if self.profile_memory or self.record_shapes:
+            grads = grad_outputs if grad_outputs.__class__ in (tuple, list) else (grad_outputs,)
+            if self.record_shapes:
+                record[SHAPES] = [list(getattr(g, "shape", ())) for g in grads]
+            if self.profile_memory:
+                record[INPUTS] = grads
+        record[START] = perf_counter_ns()
+
+    def backward_end(self, node, grad_inputs):
+        index = self.close_record(BACKWARD)
+        if index >= 0 and self.profile_memory:
+            record = self.records[index]
+            grads = grad_inputs if grad_inputs.__class__ is tuple else (grad_inputs,)
+            self.count_allocations(index, record, grads, record[INPUTS])
+            record[INPUTS] = None
+
+    # -- memory --------------------------------------------------------------------------------------------
+    def count_allocations(self, index, record, outputs, inputs) -> None:
+        """Count the memory of ``outputs`` that is new: not an input, not a view of an input, each array once."""
+        input_roots = {id(array_root(a)) for a in inputs or () if hasattr(a, "nbytes")}
+        seen = set()
+        allocated = 0
+        for array in outputs:
+            if array is None or not hasattr(array, "nbytes"):
+                continue
+            root = array_root(array)
+            if id(root) in input_roots or id(root) in seen:
+                continue
+            seen.add(id(root))
+            try:
+                # Watch the output (it keeps its root alive); numpy scalars can't be watched and are skipped.
+                ref = weakref.ref(array, self.freed)
+            except TypeError:
+                continue
+            nbytes = int(root.nbytes)
+            self.watched[id(ref)] = (ref, index, nbytes)  # by id: a weakref hashes as its array, unhashable
+            allocated += nbytes
+        if allocated:
+            record[ALLOC] += allocated
+            self.live_bytes += allocated
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes = self.live_bytes
+                self.peak_at = (perf_counter_ns(), index)
+            self.memory_samples.append((perf_counter_ns(), self.live_bytes))
+
+    def freed(self, ref) -> None:
+        entry = self.watched.pop(id(ref), None)
+        if entry is None:  # freed after the profile stopped: no longer ours to count
+            return
+        _, index, nbytes = entry
+        self.records[index][FREED] += nbytes
+        self.live_bytes -= nbytes
+        self.memory_samples.append((perf_counter_ns(), self.live_bytes))
+
+    # -- the calling Python frame --------------------------------------------------------------------------
+    def python_stack(self) -> tuple:
+        """(filename, line, function) of the user's frames calling this op, innermost first."""
+        frame = sys._getframe(2)
+        skipped = _SKIPPED_DIRS
+        while frame is not None and frame.f_code.co_filename.startswith(skipped):
+            frame = frame.f_back
+        frames = []
+        while frame is not None and len(frames) < MAX_STACK_DEPTH:
+            code = frame.f_code
+            if not code.co_filename.startswith(skipped):
+                frames.append((code.co_filename, frame.f_lineno, code.co_name))
+            frame = frame.f_back
+        return tuple(frames)
+
+    # -- modules (global module hooks, with_modules=True) ----------------------------------------------------
+    def module_pre(self, module, args):
+        if threading.get_ident() != self.main_thread:
+            return None
+        path = self.module_path(module)
+        record = self.open_record(MODULE, path)
+        info = self.module_info.get(path)
+        if info is None:
+            info = self.module_info[path] = {"type": type(module).__name__, "calls": 0, "output_bytes": 0,
+                                             "parameter_bytes": sum(p.numel() * p.element_size()
+                                                                    for p in module.parameters())}
+        info["calls"] += 1
+        self.module_stack.append((module, path, len(self.records) - 1))
+        record[START] = perf_counter_ns()
+        return None
+
+    def module_post(self, module, args, output):
+        if threading.get_ident() != self.main_thread:
+            return None
+        # Pop to this module: a forward that raised in a child leaves the child's entry behind.
+        while self.module_stack:
+            entry = self.module_stack.pop()
+            if entry[0] is module:
+                self.close_record(MODULE)
+                self.module_info[entry[1]]["output_bytes"] += tensor_bytes(output)
+                break
+        return None
+
+    def module_path(self, module) -> str:
+        if not self.module_stack:
+            return type(module).__name__
+        parent, parent_path, _ = self.module_stack[-1]
+        key = (id(parent), id(module))
+        name = self.child_names.get(key)
+        if name is None:
+            name = next((child_name for child_name, child in parent.named_children() if child is module),
+                        type(module).__name__)  # called by its parent without being its child
+            self.child_names[key] = name
+        return f"{parent_path}.{name}"
+
+
+def tensor_bytes(output) -> int:
+    """Bytes of the tensors in a module's output (a tensor, or tuples, lists and dicts of them)."""
+    if isinstance(output, corenn.Tensor):
+        return output.numel() * output.element_size()
+    if isinstance(output, (tuple, list)):
+        return sum(tensor_bytes(item) for item in output)
+    if isinstance(output, dict):
+        return sum(tensor_bytes(item) for item in output.values())
+    return 0
