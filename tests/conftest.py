@@ -5,6 +5,17 @@ import os
 
 import pytest
 
+# corenn-numba runs each kernel where it measured faster than the core (corenn_numba.calibration):
+# the suite forces the compiled kernels wherever they handle the inputs, so that what it tests does
+# not depend on timings (the calibration's own tests switch modes themselves). Subprocesses inherit it.
+os.environ.setdefault("CORENN_NUMBA_CHOOSE", "kernel")
+try:
+    from corenn_numba import calibration as _numba_calibration
+except ImportError:
+    pass
+else:
+    _numba_calibration.set_mode(os.environ["CORENN_NUMBA_CHOOSE"])
+
 try:
     from hypothesis import HealthCheck, settings
 except ImportError:  # hypothesis is a test extra; tests that need it import it themselves

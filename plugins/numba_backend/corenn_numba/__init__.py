@@ -34,11 +34,13 @@ ENV_DISABLE = "CORENN_NUMBA_DISABLE"
 def _registrations() -> list:
     from corenn.kernels import KernelRegistration
 
+    from corenn_numba.calibration import calibrated
     found = []
     for module_name in _KERNEL_MODULES:
         module = importlib.import_module(module_name)
         for op, kernel in module.OVERRIDES:
-            found.append(KernelRegistration(op=op, device_type="cpu", kernel=kernel, priority=PRIORITY))
+            # Each override runs only where it was measured faster than the core (corenn_numba.calibration).
+            found.append(KernelRegistration(op=op, device_type="cpu", kernel=calibrated(op, kernel), priority=PRIORITY))
     return found
 
 
@@ -108,8 +110,10 @@ def corenn_info_lines():
     allocator = ("glibc malloc thresholds raised (CORENN_NUMBA_MALLOC=0 to leave them)" if _malloc.tuned
                  else "malloc left as it is until a compiled kernel first runs" if _malloc.wanted()
                  else "malloc left as it is")
+    from corenn_numba import calibration
     return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; "
-            f"cache: {numba.config.CACHE_DIR or 'next to the sources'}; {allocator}"]
+            f"compiled code cache: {numba.config.CACHE_DIR or 'next to the sources'}; {allocator}",
+            *calibration.summary_lines()]
 
 
 if os.environ.get(ENV_DISABLE, "") not in ("", "0"):

@@ -20,6 +20,8 @@ for anything else the core kernel runs, forward and backward::
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from corenn_numba import _malloc
@@ -55,5 +57,28 @@ class LazyModule:
         if module is None:
             import importlib
             _malloc.tune()
-            module = self._module = importlib.import_module(self._name)
+            with compiled_code_cache():
+                module = self._module = importlib.import_module(self._name)
         return getattr(module, attribute)
+
+
+@contextlib.contextmanager
+def compiled_code_cache():
+    """Inside the block, numba functions defined with ``cache=True`` keep their code under ``cache_dir()/numba``.
+
+    numba picks a function's cache folder when the function is defined, from
+    ``numba.config.CACHE_DIR``: setting it only while the plugin's ``_*_jit`` modules are
+    imported puts their code in the plugin's cache folder (outside site-packages, kept
+    across upgrades of other packages) and leaves the user's own numba functions where
+    numba puts them. A ``NUMBA_CACHE_DIR`` set by the user wins.
+    """
+    import numba
+
+    from corenn_numba.calibration import cache_dir
+    previous = numba.config.CACHE_DIR
+    if not previous:
+        numba.config.CACHE_DIR = str(cache_dir() / "numba")
+    try:
+        yield
+    finally:
+        numba.config.CACHE_DIR = previous

@@ -25,6 +25,7 @@ import sys
 
 import numpy as np
 
+from corenn.kernels import KernelOverride
 from corenn.ops import optim_update as core
 
 from corenn_numba._base import LazyModule, handles
@@ -64,7 +65,7 @@ def _flat(*arrays):
     return [None if a is None else a.reshape(-1) for a in arrays]
 
 
-class SGDUpdate(core.SGDUpdate):
+class SGDUpdate(KernelOverride, core.SGDUpdate):
     """``sgd_update``: one fused pass per parameter (effective gradient, momentum buffer, parameter)."""
 
     @staticmethod
@@ -96,7 +97,7 @@ class SGDUpdate(core.SGDUpdate):
                  bool(nesterov), bool(maximize), has_momentum, first)
 
 
-class AdamUpdate(core.AdamUpdate):
+class AdamUpdate(KernelOverride, core.AdamUpdate):
     """``adam_update``: one fused pass per parameter (both moments, AMSGrad maximum, parameter)."""
 
     @staticmethod

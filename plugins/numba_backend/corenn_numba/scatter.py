@@ -111,7 +111,7 @@ def _index_add_into(out, index, value):
 # embedding
 # ---------------------------------------------------------------------------------------------------------
 
-class Embedding(core_embedding.Embedding):
+class Embedding(KernelOverride, core_embedding.Embedding):
     """Embedding backward as a row loop (forward is numpy's take: already at memory speed)."""
 
     @staticmethod
@@ -132,7 +132,7 @@ class Embedding(core_embedding.Embedding):
 # indexing: getitem backward, index_put(accumulate=True)
 # ---------------------------------------------------------------------------------------------------------
 
-class GetItem(core_movement.GetItem):
+class GetItem(KernelOverride, core_movement.GetItem):
     """Advanced-index backward without ``add.at`` (basic indexing already writes a view: the core's)."""
 
     @staticmethod
@@ -182,7 +182,7 @@ def _gather_positions(index, axis, shape):
     return _int64(np.ravel_multi_index(coords, shape))
 
 
-class Gather(core_movement.Gather):
+class Gather(KernelOverride, core_movement.Gather):
     """Gather backward without ``add.at``: one flat scatter of the gradient (forward is the core's)."""
 
     @staticmethod
@@ -218,7 +218,7 @@ class Scatter(KernelOverride, core_movement.Scatter):
 # index_select backward, index_add
 # ---------------------------------------------------------------------------------------------------------
 
-class IndexSelect(core_movement.IndexSelect):
+class IndexSelect(KernelOverride, core_movement.IndexSelect):
     """index_select backward as a row loop over (before, axis, after) views."""
 
     @staticmethod
@@ -259,7 +259,7 @@ class IndexAdd(KernelOverride, core_movement.IndexAdd):
 # pad (reflect / replicate / circular) backward
 # ---------------------------------------------------------------------------------------------------------
 
-class PadAxis(core_movement.PadAxis):
+class PadAxis(KernelOverride, core_movement.PadAxis):
     """Reflect/replicate/circular padding backward: the padded gradient folds back through the index map."""
 
     @staticmethod

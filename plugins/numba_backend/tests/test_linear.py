@@ -47,7 +47,7 @@ def assert_same_as_core(fn, arrays):
 
 
 def test_plugin_kernel_is_dispatched():
-    assert kernels.lookup("linear", "cpu") is numba_linear.Linear
+    assert issubclass(kernels.lookup("linear", "cpu"), numba_linear.Linear)  # the calibrated subclass of the override
     with corenn_numba.disabled():
         assert kernels.lookup("linear", "cpu") is not numba_linear.Linear
 

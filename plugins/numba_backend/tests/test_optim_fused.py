@@ -164,15 +164,15 @@ def test_the_updates_have_no_backward():
 
 def test_optimizers_find_the_fused_kernels_through_the_registry():
     assert corenn_numba.is_enabled()
-    assert kernels.lookup("sgd_update", "cpu") is fused.SGDUpdate
-    assert kernels.lookup("adam_update", "cpu") is fused.AdamUpdate
+    assert issubclass(kernels.lookup("sgd_update", "cpu"), fused.SGDUpdate)  # the calibrated subclass of the override
+    assert issubclass(kernels.lookup("adam_update", "cpu"), fused.AdamUpdate)  # the calibrated subclass of the override
     try:
         corenn_numba.disable()
         assert kernels.lookup("sgd_update", "cpu") is core.SGDUpdate
         assert kernels.lookup("adam_update", "cpu") is core.AdamUpdate
     finally:
         corenn_numba.enable()
-    assert kernels.lookup("adam_update", "cpu") is fused.AdamUpdate
+    assert issubclass(kernels.lookup("adam_update", "cpu"), fused.AdamUpdate)  # the calibrated subclass of the override
 
 
 def _train(optimizer_factory, steps=4, seed=0):

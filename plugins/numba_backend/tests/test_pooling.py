@@ -60,7 +60,7 @@ def assert_same_as_core(fn, x):
 
 def test_plugin_kernels_are_dispatched():
     for op, kernel in numba_pool.OVERRIDES:
-        assert kernels.lookup(op, "cpu") is kernel
+        assert issubclass(kernels.lookup(op, "cpu"), kernel)  # the calibrated subclass of the override
     with corenn_numba.disabled():
         assert kernels.lookup("max_pool", "cpu") is not numba_pool.MaxPool
 

@@ -43,7 +43,7 @@ def assert_same_as_core(fn, arrays, grad_inputs=(0,), rtol=1e-5, atol=1e-6):
 
 def test_plugin_kernels_are_dispatched():
     for op, cls in numba_scatter.OVERRIDES:
-        assert kernels.lookup(op, "cpu") is cls
+        assert issubclass(kernels.lookup(op, "cpu"), cls)  # the calibrated subclass of the override
 
 
 dtypes = st.sampled_from([np.float32, np.float64])
