@@ -371,7 +371,7 @@ class profile:
 
 
 def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, use_gzip: bool = False):
-    """An ``on_trace_ready`` that writes ``<dir_name>/<worker>.<time in ms>.pt.trace.json[.gz]``, as PyTorch's.
+    """An ``on_trace_ready`` that writes ``<dir_name>/<worker>.<time in ns>.pt.trace.json[.gz]``, as PyTorch's.
 
     TensorBoard's profiler plugin and Perfetto read these files.
     """
@@ -382,8 +382,14 @@ def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, use
     def handler(prof) -> None:
         os.makedirs(dir_name, exist_ok=True)
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
-        file_name = f"{worker}.{time.time_ns() // 1_000_000}.pt.trace.json" + (".gz" if use_gzip else "")
-        prof.export_chrome_trace(os.path.join(dir_name, file_name))
+        # Nanoseconds, as PyTorch: two cycles a millisecond apart must not overwrite each other.
+        stamp = time.time_ns()
+        while True:
+            path = os.path.join(dir_name, f"{worker}.{stamp}.pt.trace.json" + (".gz" if use_gzip else ""))
+            if not os.path.exists(path):
+                break
+            stamp += 1
+        prof.export_chrome_trace(path)
 
     return handler
 
