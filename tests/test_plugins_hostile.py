@@ -248,12 +248,12 @@ def test_a_failing_plugin_observer_is_detached_with_one_warning_and_ops_go_on(fa
     log = []
     bad = Observer(log, "bad", fails_in, error)
     good = Observer(log, "good")
-    with register_plugin(ObserverPlugin(good, bad), name="profiler") as record:
+    with register_plugin(ObserverPlugin(good, bad), name="fake-profiler") as record:
         with pytest.warns(plugins.PluginWarning) as caught:
             y = corenn.ones(2) + 1  # before: every op raised the observer's error
         assert y.tolist() == [2.0, 2.0]
         (message,) = [str(w.message) for w in caught]
-        assert message.startswith(f"corenn plugin 'profiler' (registered at run time): its op observer Observer "
+        assert message.startswith(f"corenn plugin 'fake-profiler' (registered at run time): its op observer Observer "
                                   f"raised in {fails_in} (op 'add'): ")
         assert message.endswith("; the observer was detached, the op went on")
         assert all(o is not bad for o in dispatch.observers) and record.op_observers == [good]
@@ -268,18 +268,18 @@ def test_a_failing_plugin_observer_is_detached_with_one_warning_and_ops_go_on(fa
         assert record.to_dict()["detached"] == record.detached
         listing = io.StringIO()
         cmd_plugins(False, listing)
-        assert f"profiler  (registered at run time)  active\n  hooks: corenn_op_observers\n  op observers: 1\n" \
+        assert f"fake-profiler  (registered at run time)  active\n  hooks: corenn_op_observers\n  op observers: 1\n" \
                f"  detached: {record.detached[0]}\n" in listing.getvalue()
-        plugins.disable("profiler")
-        plugins.enable("profiler")  # a detached observer does not come back with enable()
+        plugins.disable("fake-profiler")
+        plugins.enable("fake-profiler")  # a detached observer does not come back with enable()
         assert all(o is not bad for o in dispatch.observers)
 
 
 def test_a_failing_plugin_observer_in_strict_mode_raises_plugin_error_once(monkeypatch):
     monkeypatch.setenv("CORENN_STRICT_PLUGINS", "1")
     bad = Observer([], "bad", "op_start", Broken("profiler buffer full"))
-    with register_plugin(ObserverPlugin(bad), name="profiler"):
-        with pytest.raises(plugins.PluginError, match=r"corenn plugin 'profiler' \(registered at run time\): its op "
+    with register_plugin(ObserverPlugin(bad), name="fake-profiler"):
+        with pytest.raises(plugins.PluginError, match=r"corenn plugin 'fake-profiler' \(registered at run time\): its op "
                                                       r"observer Observer raised in op_start \(op 'add'\): .*Broken: "
                                                       r"profiler buffer full") as raised:
             corenn.ones(2) + 1
@@ -292,7 +292,7 @@ def test_user_observers_errors_still_propagate_and_keyboard_interrupt_from_a_plu
         with plugins.observe_ops(Observer([], "user", "op_start", Broken("mine"))):
             corenn.ones(2) + 1
     interrupting = Observer([], "bad", "op_start", KeyboardInterrupt())
-    with register_plugin(ObserverPlugin(interrupting), name="profiler") as record:
+    with register_plugin(ObserverPlugin(interrupting), name="fake-profiler") as record:
         with pytest.raises(KeyboardInterrupt):
             corenn.ones(2) + 1
         assert record.op_observers == [interrupting] and record.detached == []
