@@ -9,6 +9,8 @@ contract:
 - :class:`KernelOverride`: "handle these inputs, run the core kernel for the rest",
   written once here instead of in every override;
 - :func:`core_kernel` / :func:`core_kernels`: the core's kernel classes, to subclass;
+- :func:`detached_context`: a ``ctx`` for calling a kernel's ``forward`` and
+  ``backward`` directly, outside the graph (timing a kernel against another, tests);
 - the argument and shape helpers the core kernels use, so that an override checks
   and computes exactly as the core does: :func:`check_targets`,
   :func:`pool_output_size`, :func:`full_index`, :data:`PAD_MODES`.
@@ -46,7 +48,8 @@ from typing import Callable, Mapping
 from corenn.autograd.node import Op
 from corenn.dispatch import KernelRegistration
 
-__all__ = ["Op", "KernelRegistration", "KernelOverride", "fell_back", "core_kernel", "core_kernels", "check_targets",
+__all__ = ["Op", "KernelRegistration", "KernelOverride", "fell_back", "detached_context", "core_kernel", "core_kernels",
+           "check_targets",
            "pool_output_size", "full_index", "recompute_overflow", "PAD_MODES"]
 
 
@@ -155,6 +158,37 @@ def fell_back(node) -> bool:
         assert fell_back(y.grad_fn)
     """
     return "backward" in vars(node)  # the fallback gives the node the core's backward
+
+
+class _Wanted:
+    """Stands for an input's producer in a detached context: that input's gradient is wanted."""
+
+    def __repr__(self):
+        return "<gradient wanted>"
+
+
+_WANTED = (_Wanted(), 0)
+
+
+def detached_context(kernel: type, xp, needs_input_grad: tuple) -> Op:
+    """A ``ctx`` for calling ``kernel.forward(ctx, ...)`` and then ``ctx.backward(ctx, grad)`` outside the graph.
+
+    ``needs_input_grad`` (one bool per positional input of ``forward``) is what the
+    context's ``needs_input_grad`` answers in ``backward``; nothing is recorded, no
+    tensor is involved. For timing one kernel against another on raw arrays, as
+    corenn-numba's calibration does, and for tests::
+
+        ctx = detached_context(core_kernel("tanh"), np, (True,))
+        out = ctx.forward(ctx, x)
+        grad_x = ctx.backward(ctx, np.ones_like(out))
+
+    ``ctx.backward`` is the node's backward: after a :class:`KernelOverride` declined
+    the inputs, the core kernel's.
+    """
+    ctx = kernel()
+    ctx.xp = xp
+    ctx.next_edges = tuple(_WANTED if wanted else None for wanted in needs_input_grad)
+    return ctx
 
 
 _NAMESPACE = ("_handles", "_fast", "_core_forward", "_core_backward", "_defaults")

@@ -259,3 +259,17 @@ def test_an_override_must_name_its_core_kernel():
             @staticmethod
             def forward(ctx, a):
                 return a
+
+
+def test_a_detached_context_runs_forward_and_backward_outside_the_graph():
+    import numpy as np
+
+    from corenn.kernels import core_kernel, detached_context
+    x, y = np.array([1.0, -2.0, 3.0]), np.array([0.5, 0.25, 2.0])
+    ctx = detached_context(core_kernel("mul"), np, (True, False))
+    out = ctx.forward(ctx, x, y)
+    assert ctx.needs_input_grad == (True, False)
+    grad_x, grad_y = ctx.backward(ctx, np.ones_like(out))
+    np.testing.assert_array_equal(out, x * y)
+    np.testing.assert_array_equal(grad_x, y)
+    assert grad_y is None

@@ -51,6 +51,7 @@ from typing import Iterator
 import numpy as np
 
 import corenn
+from corenn.kernels import detached_context
 
 __all__ = ["MODES", "ENV_MODE", "ENV_CACHE_DIR", "MARGIN", "Choice", "mode", "set_mode", "choosing", "calibrated",
            "cache_dir", "machine", "fingerprint", "cache_file", "choices", "forget", "wait_for_compiles",
@@ -108,7 +109,7 @@ def set_mode(new_mode: str) -> None:
         raise ValueError(f"corenn_numba.calibration.set_mode(): mode must be one of {', '.join(MODES)}, "
                          f"got {new_mode!r}")
     _mode = new_mode
-    _exact.clear()  # decided under another mode
+    _clear_exact()  # decided under another mode
 
 
 @contextlib.contextmanager
@@ -267,14 +268,24 @@ def _key(op: str, args: tuple, params: dict, exact: bool) -> tuple:
             tuple((name, _describe(value, exact)) for name, value in sorted(params.items())))
 
 
+_PLAIN = frozenset({int, bool, str, type(None)})
+
+
+def _exact_key(args: tuple, params: dict) -> tuple:
+    """The per-call key: every array's shape, strides and dtype, and the other arguments (cheap: no bucketing).
+
+    This runs on every call of an override, tiny ones included, so arrays and plain values are
+    spelled out in one comprehension and the rest (lists of arrays, index tuples) left to ``_describe``.
+    """
+    key = [(value.shape, value.strides, value.dtype) if type(value) is np.ndarray
+           else value if type(value) in _PLAIN else _describe(value, True) for value in args]
+    if params:
+        key += [(name, (value.shape, value.dtype) if type(value) is np.ndarray
+                 else value if type(value) in _PLAIN else _describe(value, True)) for name, value in params.items()]
+    return tuple(key)
+
+
 # -- timing ----------------------------------------------------------------------------------------------------------
-
-class _AnyEdge:
-    """Stands for a producer in ``ctx.next_edges`` while timing: every array input wants its gradient."""
-
-
-_EDGE = (_AnyEdge(), 0)
-
 
 def _clone(value):
     if isinstance(value, np.ndarray):
@@ -297,9 +308,7 @@ def _gradients(out, num_outputs: int):
 def _run(kernel_cls, forward, args, params, with_backward: bool) -> tuple[float, float]:
     """One forward (and backward) of ``kernel_cls`` on copies of the inputs: (forward seconds, backward seconds)."""
     args, params = _clone(args), _clone(params)
-    ctx = kernel_cls()
-    ctx.xp = np
-    ctx.next_edges = tuple(_EDGE if isinstance(a, np.ndarray) else None for a in args)
+    ctx = detached_context(kernel_cls, np, tuple(isinstance(a, np.ndarray) for a in args))
     start = time.perf_counter()
     out = forward(ctx, *args, **params)
     middle = time.perf_counter()
@@ -411,7 +420,7 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
 
 # -- the choice, per call --------------------------------------------------------------------------------------------
 
-_exact: dict[tuple, Choice] = {}  # exact shapes -> the choice of their class (the per-call lookup)
+_exact: dict[str, dict[tuple, Choice]] = {}  # op -> exact shapes -> the choice of their class (per-call lookup)
 _choices: dict[tuple, Choice] = {}  # shape class -> choice, this process
 #: Compile in the calling thread instead of the background (``python -m corenn_numba calibrate``).
 foreground = False
@@ -451,9 +460,10 @@ def _choose(op: str, kernel_cls, args: tuple, params: dict, exact_key: tuple) ->
             else:  # not saved: a failure is this input's, maybe not the next one's
                 choice = Choice(False, False, f"the compiled path {state}")
     _choices[class_key] = choice
-    if len(_exact) >= MAX_EXACT_KEYS:
-        _exact.clear()
-    _exact[exact_key] = choice
+    exact_choices = _exact[op]
+    if len(exact_choices) >= MAX_EXACT_KEYS:
+        exact_choices.clear()
+    exact_choices[exact_key] = choice
     return choice
 
 
@@ -466,6 +476,7 @@ def calibrated(op: str, kernel_cls: type) -> type:
     """
     own_handles = kernel_cls.handles
     grad_enabled = corenn.is_grad_enabled
+    exact_choices = _exact.setdefault(op, {})  # one per op: the per-call key need not name the op
 
     def handles(*args, **params):
         if own_handles is not None and not own_handles(*args, **params):
@@ -475,8 +486,8 @@ def calibrated(op: str, kernel_cls: type) -> type:
             return True
         if current == "core":
             return False
-        exact_key = _key(op, args, params, exact=True)
-        choice = _exact.get(exact_key)
+        exact_key = _exact_key(args, params)
+        choice = exact_choices.get(exact_key)
         if choice is None:
             choice = _choose(op, kernel_cls, args, params, exact_key)
             if choice is None:
@@ -497,10 +508,15 @@ def choices() -> dict[str, Choice]:
     return known
 
 
+def _clear_exact() -> None:
+    for exact_choices in _exact.values():
+        exact_choices.clear()  # emptied, not replaced: each op's handles holds its own dict
+
+
 def forget(saved: bool = False) -> None:
     """Drop this process's choices (and with ``saved=True`` this machine's file too): everything is measured again."""
     global _saved
-    _exact.clear()
+    _clear_exact()
     _choices.clear()
     with _file_lock:
         if saved:
