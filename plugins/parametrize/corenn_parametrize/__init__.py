@@ -47,6 +47,22 @@ def __dir__():
     return sorted(set(globals()) | set(_EXPORTS))
 
 
+def parametrization_list_is_a_leaf(module, qualified_name):
+    """FX leaf rule: a parametrized tensor is one ``call_module`` of its ParametrizationList, recomputed per run.
+
+    Tracing into the parametrizations would bake shape checks (and spectral norm's
+    in-place power iteration) into the graph; as a leaf the graph calls the list, which
+    reads the current originals.
+    """
+    from corenn_parametrize.parametrize import ParametrizationList
+    return True if isinstance(module, ParametrizationList) else None
+
+
+@corenn.hookimpl
+def corenn_fx_leaf_modules():
+    return [parametrization_list_is_a_leaf]
+
+
 @corenn.hookimpl
 def corenn_register_import_paths():
     return {"corenn.nn.utils.parametrize": "corenn_parametrize.parametrize",

@@ -318,3 +318,26 @@ def test_train_and_eval_reach_the_parametrizations():
     u = layer.parametrizations.weight[0]._u.clone()
     layer.weight
     assert corenn.equal(layer.parametrizations.weight[0]._u, u)  # eval: no power iteration
+
+
+def test_fx_traces_a_parametrized_tensor_as_one_call_of_its_parametrization_list():
+    import corenn.fx
+
+    class MatMul(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(corenn.randn(3, 3))
+
+        def forward(self, x):
+            return x @ self.weight
+
+    model = parametrizations.spectral_norm(parametrizations.orthogonal(MatMul())).eval()
+    graph_module = corenn.fx.symbolic_trace(model)
+    calls = [node.target for node in graph_module.graph.nodes if node.op == "call_module"]
+    assert calls == ["parametrizations.weight"]
+    x = corenn.randn(2, 3)
+    assert corenn.allclose(graph_module(x), model(x))
+    with corenn.no_grad():
+        model.parametrizations.weight.original.add_(0.1)
+    assert corenn.allclose(graph_module(x), model(x))   # the graph reads the current originals
+    assert corenn.plugins.records["parametrize"].to_dict()["fx_leaf_rules"] == 1   # the plugin registers its rule
