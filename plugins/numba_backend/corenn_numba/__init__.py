@@ -111,8 +111,9 @@ def corenn_info_lines():
                  else "malloc left as it is until a compiled kernel first runs" if _malloc.wanted()
                  else "malloc left as it is")
     from corenn_numba import calibration
-    return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; "
-            f"compiled code cache: {numba.config.CACHE_DIR or 'next to the sources'}; {allocator}",
+    compiled = numba.config.CACHE_DIR or calibration.cache_dir() / "numba"  # see _base.compiled_code_cache
+    return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; compiled code cache: {compiled}; "
+            f"{allocator}",
             *calibration.summary_lines()]
 
 
