@@ -395,6 +395,27 @@ def _stop_worker() -> None:
 atexit.register(_stop_worker)
 
 
+_compiles_forbidden = False  # in a process forked while a compile thread existed (see _after_fork)
+_compile_thread_at_fork = False
+
+
+def _before_fork() -> None:
+    global _compile_thread_at_fork
+    _compile_thread_at_fork = _worker is not None and _worker.is_alive()
+
+
+def _after_fork() -> None:
+    # A child forked while the parent's compile thread ran may hold numba's compiler lock as the
+    # thread left it (locked, with no thread to release it): compiling in the child could hang.
+    # Such a child (a DataLoader worker, say) uses the choices it inherited, and the core otherwise.
+    global _compiles_forbidden
+    _compiles_forbidden = _compiles_forbidden or _compile_thread_at_fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork)
+
+
 def _queue_compile(class_key, kernel_cls, args, params) -> None:
     global _jobs, _worker, _worker_pid
     if _worker_pid != os.getpid():  # first use, or a forked child: the parent's thread isn't here
@@ -436,6 +457,8 @@ def _choose(op: str, kernel_cls, args: tuple, params: dict, exact_key: tuple) ->
     if choice is None:
         if _mode == "cached":
             choice = _CONSERVATIVE
+        elif _compiles_forbidden:
+            choice = Choice(False, False, "forked while compiling: the core in this process")
         else:
             state = _compiling.get(class_key) if _worker_pid == os.getpid() else None
             if foreground and state is None:

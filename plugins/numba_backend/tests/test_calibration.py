@@ -293,3 +293,24 @@ def test_the_mode_comes_from_the_environment(tmp_path):
     bad = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "CORENN_NUMBA_CHOOSE": "fast"})
     assert "CORENN_NUMBA_CHOOSE='fast': expected one of measure, cached, kernel, core" in bad.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_after_compiling_started_uses_the_core_for_new_classes(fresh):
+    x, w = _t(_floats(48, 80)), _t(_floats(40, 80))
+    F.linear(x, w)  # starts the compile thread
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new class must not compile here (the parent's thread may hold numba's lock)
+        try:
+            out = F.linear(_t(_floats(100, 130)), _t(_floats(90, 130)))
+            message = f"{fell_back(out.grad_fn)}|{[c.why for c in calibration.choices().values() if not c.saved]}"
+        except BaseException as error:  # noqa: BLE001  reported to the parent, which fails the test
+            message = repr(error)
+        os.write(write_end, message.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        reported = pipe.read()
+    os.waitpid(pid, 0)
+    assert reported == "True|['forked while compiling: the core in this process']"
