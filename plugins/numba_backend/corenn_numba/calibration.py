@@ -62,9 +62,10 @@ ENV_MODE = "CORENN_NUMBA_CHOOSE"
 ENV_CACHE_DIR = "CORENN_NUMBA_CACHE_DIR"
 #: The kernel is kept only when it takes at most ``1 - MARGIN`` of the core's time: a tie is the core's.
 MARGIN = 0.05
-#: Timing stops after this long per path (or ``MAX_REPEATS``), with at least ``MIN_REPEATS`` runs of each.
-TIME_BUDGET_S = 0.05
-MIN_REPEATS, MAX_REPEATS = 3, 15
+#: Timing a shape class takes at least ``MIN_REPEATS`` turns of each path, and more while under this many
+#: seconds (at most ``MAX_REPEATS``): paid once per shape class and machine.
+TIME_BUDGET_S = 0.25
+MIN_REPEATS, MAX_REPEATS = 5, 20
 #: The per-call dictionary of exact shapes seen; cleared when it grows past this (shape classes stay).
 MAX_EXACT_KEYS = 4096
 
@@ -321,20 +322,25 @@ def _run(kernel_cls, forward, args, params, with_backward: bool) -> tuple[float,
 
 
 def _time_both(kernel_cls, args, params) -> dict:
-    """Minimum forward and forward+backward seconds of the compiled path and of the core's, taken in turns."""
+    """Minimum forward and forward+backward seconds of the compiled path and of the core's, taken in turns.
+
+    Each turn runs its side twice and times the second run: the first pays for switching from
+    the other side (OpenBLAS's threads waking up, the compiled kernels' helper threads), which is
+    not the op's own cost. The minimum over the turns: on a shared machine a run whose thread
+    was descheduled takes many times longer (seen: 0.85 ms BLAS products taking 13-45 ms), and
+    the minimum is the run that was not disturbed.
+    """
     core = kernel_cls.core_kernel
     backward = bool(core.differentiable) and any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" for a in args)
     sides = {"kernel": (kernel_cls, kernel_cls.fast_forward), "core": (core, core.forward)}
-    for cls, forward in sides.values():
-        _run(cls, forward, args, params, backward)  # untimed: first touches, thread-pool start
     best = {name: [float("inf"), float("inf")] for name in sides}
-    spent, repeats = 0.0, 0
-    while repeats < MIN_REPEATS or (spent < 2 * TIME_BUDGET_S and repeats < MAX_REPEATS):
+    started, repeats = time.perf_counter(), 0
+    while repeats < MIN_REPEATS or (time.perf_counter() - started < TIME_BUDGET_S and repeats < MAX_REPEATS):
         for name, (cls, forward) in sides.items():
+            _run(cls, forward, args, params, backward)  # untimed: the switch from the other side
             forward_s, backward_s = _run(cls, forward, args, params, backward)
             best[name][0] = min(best[name][0], forward_s)
             best[name][1] = min(best[name][1], forward_s + backward_s)
-            spent += forward_s + backward_s
         repeats += 1
     return {"kernel_forward_s": best["kernel"][0], "core_forward_s": best["core"][0],
             "kernel_step_s": best["kernel"][1], "core_step_s": best["core"][1], "repeats": repeats,
