@@ -119,3 +119,18 @@ def test_a_module_pickled_without_the_computed_dict_still_works():
     assert restored.computed_attribute_names() == []
     restored.register_computed_attribute("doubled", lambda m: m.weight * 2)
     assert corenn.equal(restored.doubled, layer.weight * 2)
+
+
+def test_computed_attribute_returns_what_was_registered_also_on_a_copy():
+    layer = pruned_linear()
+    registered = layer.computed_attribute("weight")
+    assert registered.compute is masked_weight and registered.assign is set_masked_weight
+    assert registered == (masked_weight, set_masked_weight)
+    clone = pickle.loads(pickle.dumps(layer))
+    assert clone.computed_attribute("weight").compute is masked_weight
+    with pytest.raises(KeyError, match=r"computed_attribute\(\): 'bias' is not a computed attribute of Linear "
+                                       r"\(computed: \['weight'\]\)"):
+        layer.computed_attribute("bias")
+    layer.remove_computed_attribute("weight")
+    with pytest.raises(KeyError, match="computed: none"):
+        layer.computed_attribute("weight")

@@ -107,6 +107,34 @@ def test_hook_handles_are_context_managers_and_remove_twice_is_harmless():
     assert not m._forward_hooks and not m._forward_hooks_with_kwargs
 
 
+class RecordingPreHook:
+    """A picklable forward pre-hook (a lambda would not pickle)."""
+
+    def __call__(self, module, args):
+        return None
+
+
+def test_hook_handles_pickle_and_deepcopy_with_their_module():
+    import copy
+    import pickle
+
+    from corenn.utils.hooks import RemovableHandle
+    m = nn.Identity()
+    handle = m.register_forward_pre_hook(RecordingPreHook(), with_kwargs=True)
+    for m_copy, handle_copy in (copy.deepcopy((m, handle)), pickle.loads(pickle.dumps((m, handle)))):
+        assert handle_copy.id == handle.id and len(m_copy._forward_pre_hooks) == 1
+        handle_copy.remove()   # removes the copy's hook and its with_kwargs flag, not the original's
+        assert not m_copy._forward_pre_hooks and not m_copy._forward_pre_hooks_with_kwargs
+        assert len(m._forward_pre_hooks) == 1 and len(m._forward_pre_hooks_with_kwargs) == 1
+    # Ids of unpickled handles are never handed out again in this process.
+    state = (m._forward_pre_hooks, RemovableHandle.next_id + 100, ())
+    unpickled = RemovableHandle.__new__(RemovableHandle)
+    unpickled.__setstate__(state)
+    assert m.register_forward_hook(RecordingPreHook()).id > unpickled.id
+    handle.remove()
+    assert not m._forward_pre_hooks
+
+
 def test_with_kwargs_hooks():
     TwoInTwoOut = module_classes(corenn)[1]
     m = TwoInTwoOut(2)

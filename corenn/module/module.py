@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from corenn import plugins as _plugins
 from corenn.autograd.grad_mode import no_grad
@@ -38,9 +39,16 @@ from corenn.module.parameter import Buffer, Parameter
 from corenn.tensor.tensor import Tensor
 from corenn.utils.hooks import RemovableHandle
 
-__all__ = ["Module"]
+__all__ = ["Module", "ComputedAttribute"]
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+
+
+class ComputedAttribute(NamedTuple):
+    """What ``Module.computed_attribute(name)`` returns: the callables registered for a computed attribute."""
+
+    compute: Callable
+    assign: Callable | None
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -380,6 +388,29 @@ class Module:
             raise KeyError(f"remove_computed_attribute(): '{name}' is not a computed attribute of "
                            f"{type(self).__name__} (computed: {sorted(computed) or 'none'})")
         del computed[name]
+
+    def computed_attribute(self, name: str) -> "ComputedAttribute":
+        """What :meth:`register_computed_attribute` registered under ``name``: ``(compute, assign)``.
+
+        How the plugin that registered an attribute finds its own state again (pruning finds
+        the pruning method whose ``apply_mask`` computes ``weight``), also on a deep copy or
+        an unpickled module. Reading it computes nothing. ``KeyError`` if ``name`` is not a
+        computed attribute of this module.
+
+        Example::
+
+            >>> def answer(module):
+            ...     return 42
+            >>> m = nn.Module()
+            >>> m.register_computed_attribute("answer", answer)
+            >>> m.computed_attribute("answer").compute is answer
+            True
+        """
+        computed = self.__dict__.get("_computed_attributes", {})
+        if name not in computed:
+            raise KeyError(f"computed_attribute(): '{name}' is not a computed attribute of "
+                           f"{type(self).__name__} (computed: {sorted(computed) or 'none'})")
+        return ComputedAttribute(*computed[name])
 
     def computed_attribute_names(self) -> list:
         """The names registered with :meth:`register_computed_attribute` on this module (not its children).
