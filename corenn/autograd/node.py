@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from heapq import heappop as _heappop, heappush as _heappush
 
@@ -518,7 +519,8 @@ def _observed_backward(observers, fn, grad_outputs):
     ``observers`` was taken when the walk began; one detached since (a plugin's that raised)
     is skipped. As for forward, one whose ``backward_start`` raised gets no ``backward_end``.
     """
-    active = [o for o in observers if any(o is current for current in _observers)]
+    live = [id(current) for current in _observers]  # by identity: observers may define __eq__
+    active = [o for o in observers if id(o) in live]
     failed = ()
     for observer in active:
         try:
@@ -609,12 +611,17 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
     # Observers that see backward (a profiler): taken once per walk, so with none a node pays one local test.
     observed = [o for o in _observers if hasattr(o, "backward_start") and hasattr(o, "backward_end")] \
         if _observers else None
+    # Leaves with post-accumulate hooks (DDP's gradient-ready signal): how many deliveries each still
+    # awaits in this walk. None -- and no counting pass -- while no leaf anywhere has such a hook.
+    awaited = _count_awaited_deliveries(roots) if accumulate and post_accumulate_hooked else None
     buffers: dict = {}  # node -> gradient(s) received so far; a node is pending iff it is here
     pending = []  # heap of (-sequence_nr, node)
     for root, grad in zip(roots, root_grads):
         fn = root._grad_fn
         if fn is None:
             _deliver_to_leaf(root, grad, accumulate, capture_keys, captured)
+            if awaited is not None:
+                _delivered(awaited, root, True)
             continue
         if fn not in buffers:
             _heappush(pending, (-fn.sequence_nr, fn))
@@ -657,11 +664,17 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
                                f"(expected {len(edges)}, got {len(grad_inputs)})")
         newcomer = None  # the first node this one made pending, held back from the heap
         for edge, grad in zip(edges, grad_inputs):
-            if edge is None or grad is None:
+            if grad is None:
+                if awaited is not None and edge is not None and edge[1] < 0:
+                    _delivered(awaited, edge[0], False)  # no gradient this way: one fewer to wait for
+                continue
+            if edge is None:
                 continue
             target, nr = edge
             if nr < 0:
                 _deliver_to_leaf(target, grad, accumulate, capture_keys, captured)
+                if awaited is not None:
+                    _delivered(awaited, target, True)
                 continue
             if target not in buffers:
                 if newcomer is None:
@@ -678,6 +691,11 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
             newcomer = None
         fn = newcomer if newcomer is not None else (_heappop(pending)[1] if pending else None)
 
+    if awaited:
+        # Leaves fed by nodes that never ran (no gradient reached them): complete now the walk is over.
+        for leaf, _, received in list(awaited.values()):
+            if received:
+                _run_post_accumulate_hooks(leaf)
     if inputs is None:
         return None
     results = []
@@ -688,6 +706,63 @@ def run_backward(roots, root_grads, *, retain_graph=False, inputs=None, allow_un
                                "the graph. Set allow_unused=True if this is the desired behavior.")
         results.append(g)
     return results
+
+
+# Leaves that have post-accumulate-grad hooks (Tensor.register_post_accumulate_grad_hook), by id;
+# weak, so a hook never keeps its tensor alive. Empty: backward does no counting pass.
+post_accumulate_hooked = weakref.WeakValueDictionary()
+
+
+def _count_awaited_deliveries(roots) -> dict:
+    """``{id(leaf): [leaf, deliveries still to come, received one]}`` for the hooked leaves the graph reaches.
+
+    A leaf has no node of its own here (PyTorch's AccumulateGrad): each edge into it delivers
+    a part of its gradient. Its post-accumulate hooks must run once, after the last part, so
+    this pass counts the edges into each hooked leaf from the nodes reachable from ``roots``.
+    """
+    awaited: dict = {}
+    seen = set()
+    stack = []
+    for root in roots:
+        fn = root._grad_fn
+        if fn is None:
+            if id(root) in post_accumulate_hooked:
+                awaited.setdefault(id(root), [root, 0, False])[1] += 1
+        elif fn not in seen:
+            seen.add(fn)
+            stack.append(fn)
+    while stack:
+        for edge in stack.pop().next_edges:
+            if edge is None:
+                continue
+            target, nr = edge
+            if nr < 0:
+                if id(target) in post_accumulate_hooked:
+                    awaited.setdefault(id(target), [target, 0, False])[1] += 1
+            elif target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return awaited
+
+
+def _delivered(awaited: dict, leaf, received: bool) -> None:
+    entry = awaited.get(id(leaf))
+    if entry is None:
+        return
+    entry[1] -= 1
+    entry[2] = entry[2] or received
+    if entry[1] == 0:
+        del awaited[id(leaf)]
+        if entry[2]:
+            _run_post_accumulate_hooks(leaf)
+
+
+def _run_post_accumulate_hooks(leaf) -> None:
+    hooks = leaf._post_accumulate_grad_hooks
+    if hooks:
+        for hook in list(hooks.values()):
+            if hook(leaf) is not None:
+                raise RuntimeError("hooks registered with register_post_accumulate_grad_hook must return None")
 
 
 def _add_to_buffer(buffers, fn, nr, grad):

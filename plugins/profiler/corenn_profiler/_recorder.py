@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import weakref
+from threading import get_ident
 from time import perf_counter_ns
 
 import corenn
@@ -34,6 +34,7 @@ RECORD_SIZE = 14
 # Frames inside corenn or this plugin are not "the calling Python frame" of an op.
 _SKIPPED_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (corenn, sys.modules[__package__]))
 MAX_STACK_DEPTH = 32
+_NOT_AN_ARRAY = object()
 
 
 def array_root(array):
@@ -56,7 +57,7 @@ class Recorder:
         self.with_modules = with_modules
         self.synchronize = synchronize  # device type -> callable, for devices whose ops run asynchronously
         self.records: list[list] = []
-        self.main_thread = threading.get_ident()
+        self.main_thread = get_ident()
         self.open: list[int] = []                  # the main thread's open records, innermost last
         self.other_threads: dict[int, list[int]] = {}
         self.module_stack: list[tuple] = []        # (module, path, record index), innermost last
@@ -106,18 +107,19 @@ class Recorder:
 
     # -- the op observer (corenn.plugins.observe_ops) ----------------------------------------------------------
     def stack_of_this_thread(self) -> list[int]:
-        tid = threading.get_ident()
+        tid = get_ident()
         if tid == self.main_thread:
             return self.open
         return self.other_threads.setdefault(tid, [])
 
     def open_record(self, kind, name) -> list:
-        """Start a range record (ops, annotations, modules, steps); its START is set last by the caller."""
+        """Start a range record (annotations, modules, steps, backward calls); its START is set last by the caller."""
         if self.pending_node is not None:
             self.resolve_pending_node()
-        stack = self.open if threading.get_ident() == self.main_thread else self.stack_of_this_thread()
+        tid = get_ident()
+        stack = self.open if tid == self.main_thread else self.stack_of_this_thread()
         record = [kind, name, 0, 0, stack[-1] if stack else -1, None, None,
-                  self.module_stack[-1][2] if self.module_stack else -1, 0, 0, 0, None, threading.get_ident(), None]
+                  self.module_stack[-1][2] if self.module_stack else -1, 0, 0, 0, None, tid, None]
         stack.append(len(self.records))
         self.records.append(record)
         return record
@@ -125,7 +127,7 @@ class Recorder:
     def close_record(self, kind) -> int:
         """End the innermost open record of ``kind`` (and any left open inside it); its index, or -1."""
         now = perf_counter_ns()
-        stack = self.open if threading.get_ident() == self.main_thread else self.stack_of_this_thread()
+        stack = self.open if get_ident() == self.main_thread else self.stack_of_this_thread()
         records = self.records
         while stack:
             index = stack.pop()
@@ -136,17 +138,24 @@ class Recorder:
         return -1
 
     def op_start(self, op_name, device, arrays):
-        record = self.open_record(OP, op_name)
-        record[DEVICE] = device.type
-        if self.record_shapes:
-            record[SHAPES] = [list(getattr(a, "shape", ())) for a in arrays]
-        if self.with_stack:
-            record[STACK] = self.python_stack()
-        if self.profile_memory:
-            record[INPUTS] = arrays
-        sync = self.synchronize and self.synchronize.get(device.type)
-        if sync is not None:
-            sync()
+        # open_record, inlined: this runs for every op while a profile records.
+        if self.pending_node is not None:
+            self.resolve_pending_node()
+        tid = get_ident()
+        stack = self.open if tid == self.main_thread else self.stack_of_this_thread()
+        module_stack = self.module_stack
+        records = self.records
+        record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
+                  [list(getattr(a, "shape", ())) for a in arrays] if self.record_shapes else None,
+                  self.python_stack() if self.with_stack else None,
+                  module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid,
+                  arrays if self.profile_memory else None]
+        stack.append(len(records))
+        records.append(record)
+        if self.synchronize:
+            sync = self.synchronize.get(device.type)
+            if sync is not None:
+                sync()
         record[START] = perf_counter_ns()
 
     def op_node(self, op_name, node):
@@ -159,12 +168,12 @@ class Recorder:
             if sync is not None:
                 sync()
         end = perf_counter_ns()
-        stack = self.open if threading.get_ident() == self.main_thread else self.stack_of_this_thread()
+        stack = self.open if get_ident() == self.main_thread else self.stack_of_this_thread()
         index = stack.pop()
         record = self.records[index]
         record[END] = end
         if self.profile_memory:
-            self.count_allocations(index, record, out if out.__class__ is tuple else (out,), record[INPUTS])
+            self.count_allocations(index, record, out if out.__class__ is tuple else (out,), record[INPUTS] or ())
             record[INPUTS] = None
 
     def resolve_pending_node(self) -> None:
@@ -196,22 +205,38 @@ class Recorder:
         if index >= 0 and self.profile_memory:
             record = self.records[index]
             grads = grad_inputs if grad_inputs.__class__ is tuple else (grad_inputs,)
-            self.count_allocations(index, record, grads, record[INPUTS])
+            self.count_allocations(index, record, grads, record[INPUTS] or ())
             record[INPUTS] = None
 
     # -- memory --------------------------------------------------------------------------------------------
     def count_allocations(self, index, record, outputs, inputs) -> None:
         """Count the memory of ``outputs`` that is new: not an input, not a view of an input, each array once."""
-        input_roots = {id(array_root(a)) for a in inputs or () if hasattr(a, "nbytes")}
-        seen = set()
         allocated = 0
+        several = len(outputs) > 1
+        seen = []
         for array in outputs:
-            if array is None or not hasattr(array, "nbytes"):
+            base = getattr(array, "base", _NOT_AN_ARRAY)
+            if base is _NOT_AN_ARRAY or array is None:
                 continue
-            root = array_root(array)
-            if id(root) in input_roots or id(root) in seen:
+            # (Plain loops, not any(): this runs for every output of every op.)
+            if base is None:  # owns its memory (the usual case): new unless it is an input (an in-place op)
+                root = array
+                for x in inputs:
+                    if x is array:
+                        root = None
+                        break
+            else:             # a view: new only if what it views is not an input's memory
+                root = array_root(array)
+                for x in inputs:
+                    if hasattr(x, "nbytes") and array_root(x) is root:
+                        root = None
+                        break
+            if root is None:
                 continue
-            seen.add(id(root))
+            if several:  # one output twice (or two views of one new array) is one allocation
+                if id(root) in seen:
+                    continue
+                seen.append(id(root))
             try:
                 # Watch the output (it keeps its root alive); numpy scalars can't be watched and are skipped.
                 ref = weakref.ref(array, self.freed)
@@ -222,11 +247,12 @@ class Recorder:
             allocated += nbytes
         if allocated:
             record[ALLOC] += allocated
-            self.live_bytes += allocated
-            if self.live_bytes > self.peak_bytes:
-                self.peak_bytes = self.live_bytes
-                self.peak_at = (perf_counter_ns(), index)
-            self.memory_samples.append((perf_counter_ns(), self.live_bytes))
+            self.live_bytes = live = self.live_bytes + allocated
+            now = perf_counter_ns()
+            if live > self.peak_bytes:
+                self.peak_bytes = live
+                self.peak_at = (now, index)
+            self.memory_samples.append((now, live))
 
     def freed(self, ref) -> None:
         entry = self.watched.pop(id(ref), None)
@@ -254,7 +280,7 @@ class Recorder:
 
     # -- modules (global module hooks, with_modules=True) ----------------------------------------------------
     def module_pre(self, module, args):
-        if threading.get_ident() != self.main_thread:
+        if get_ident() != self.main_thread:
             return None
         path = self.module_path(module)
         record = self.open_record(MODULE, path)
@@ -269,7 +295,7 @@ class Recorder:
         return None
 
     def module_post(self, module, args, output):
-        if threading.get_ident() != self.main_thread:
+        if get_ident() != self.main_thread:
             return None
         # Pop to this module: a forward that raised in a child leaves the child's entry behind.
         while self.module_stack:

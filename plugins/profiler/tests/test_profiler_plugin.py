@@ -1,0 +1,44 @@
+"""The plugin as installed: registered through the entry point, idle (nothing attached) unless a profile records."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import corenn
+import corenn.nn as nn
+from corenn.profiler import profile
+
+
+def info_lines():
+    return next(lines for record, lines in corenn.plugins.info_lines() if record.name == "profiler")
+
+
+def test_the_plugin_is_installed_active_and_registers_no_permanent_observer():
+    record = corenn.plugins.records["profiler"]
+    assert record.status == "active", record.reason
+    assert record.distribution == "corenn-profiler"
+    assert record.op_observers == []  # observers come and go with profile(): nothing per op while idle
+    assert record.import_paths == {"corenn.profiler": "corenn_profiler.profiler",
+                                   "corenn.autograd.profiler": "corenn_profiler.autograd_profiler"}
+    assert info_lines() == ["corenn-profiler 0.1.0: idle (no observer attached)"]
+
+
+def test_a_profile_attaches_only_while_it_records():
+    assert not corenn.dispatch.observers
+    model = nn.Linear(2, 2)
+    with profile(with_modules=True) as prof:
+        assert len(corenn.dispatch.observers) == 1
+        model(corenn.ones(1, 2))
+        assert info_lines() == ["corenn-profiler 0.1.0: recording"]
+    assert not corenn.dispatch.observers
+    recorded = len(prof.trace.records)
+    model(corenn.ones(1, 2)).sum().backward()  # after the profile: neither ops nor module calls are recorded
+    assert len(prof.trace.records) == recorded
+
+
+def test_import_corenn_does_not_import_the_profiler_machinery():
+    code = ("import sys, corenn; assert 'corenn_profiler' in sys.modules; "
+            "print(sorted(m for m in sys.modules if m.startswith('corenn_profiler')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['corenn_profiler']"
