@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy as _copy
 import numbers
+import weakref
 
 import numpy as np
 
@@ -67,6 +68,7 @@ class Tensor:
     __slots__ = ("_data", "_device", "_grad_fn", "_requires_grad", "_output_nr", "__weakref__", "__dict__")
     _grad = None
     _hooks = None
+    _post_accumulate_grad_hooks = None
     _retains_grad = False
 
     # numpy defers binary operators to us (``np_scalar * t`` calls ``t.__rmul__``).
@@ -274,6 +276,39 @@ class Tensor:
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         return self._add_hook(hook)
+
+    def register_post_accumulate_grad_hook(self, hook) -> RemovableHandle:
+        """Call ``hook(tensor)`` once per backward, after this leaf's whole gradient is accumulated into ``.grad``.
+
+        Only for leaf tensors that require grad. The hook gets the tensor itself (read
+        ``tensor.grad``) and must return None. A leaf used several times in the graph
+        receives its gradient in parts; the hook runs after the last part, as PyTorch
+        runs it after AccumulateGrad. ``autograd.grad`` accumulates nothing and runs no
+        such hook. DistributedDataParallel uses it to start all-reducing a bucket while
+        backward goes on.
+
+        Example::
+
+            >>> w = corenn.ones(2, requires_grad=True)
+            >>> h = w.register_post_accumulate_grad_hook(lambda t: print(t.grad))
+            >>> (w * w).sum().backward()
+            tensor([2., 2.])
+            >>> h.remove()
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        from collections import OrderedDict
+
+        from corenn.autograd import node
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = OrderedDict()
+        hooks = self._post_accumulate_grad_hooks
+        handle = _PostAccumulateHandle(hooks, self)
+        hooks[handle.id] = hook
+        node.post_accumulate_hooked[id(self)] = self
+        return handle
 
     def _add_hook(self, hook) -> RemovableHandle:
         from collections import OrderedDict
@@ -1104,3 +1139,27 @@ def numel(input: Tensor) -> int:
 
 
 _ops = None  # corenn.ops, bound at import time by corenn/__init__ (the operators call into it)
+
+
+class _PostAccumulateHandle(RemovableHandle):
+    """Removes a post-accumulate-grad hook; with the tensor's last one gone, backward stops counting for it."""
+
+    def __init__(self, hooks_dict: dict, tensor):
+        super().__init__(hooks_dict)
+        self._tensor_ref = weakref.ref(tensor)
+
+    def remove(self) -> None:
+        super().remove()
+        tensor = self._tensor_ref()
+        if tensor is not None and not tensor._post_accumulate_grad_hooks:
+            from corenn.autograd import node
+            node.post_accumulate_hooked.pop(id(tensor), None)
+
+    def __getstate__(self):
+        return super().__getstate__(), self._tensor_ref()
+
+    def __setstate__(self, state) -> None:
+        base, tensor = state
+        super().__setstate__(base)
+        self._tensor_ref = weakref.ref(tensor) if tensor is not None else (lambda: None)
+
