@@ -7,13 +7,15 @@ orthogonal without ``cached()`` (the weight is computed at every step) and with 
 (computed once per forward). Every parameter is moved off its initial value first
 (an orthogonal original starts where the matrix exponential is trivial). Each row shows the median time per iteration in both
 frameworks and the corenn / PyTorch ratio; the overhead columns divide a
-parametrized row by its plain row within each framework.
+parametrized row by its plain row within each framework. Run as a script it uses one
+BLAS thread (PyTorch one thread), unless OPENBLAS_NUM_THREADS says otherwise.
 
     python benchmarks/bench_parametrize.py [--features 128] [--batch 64] [--steps 8] [--repeats 15]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -116,7 +118,7 @@ def main() -> None:
     rows = measure(args.features, args.batch, args.steps, args.repeats)
     plain = {False: rows[0], True: next(r for r in rows if r["name"].endswith("plain") and "recurrence" in r["name"])}
     print(f"forward+backward, Linear({args.features}, {args.features}), batch {args.batch}; median of "
-          f"{args.repeats}; PyTorch on 1 thread")
+          f"{args.repeats}; PyTorch on 1 thread, BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     header = f"{'case':44s} {'corenn ms':>10s} {'pytorch ms':>11s} {'corenn/pytorch':>15s} " \
              f"{'overhead corenn':>16s} {'overhead pytorch':>17s}"
     print(header)
@@ -133,4 +135,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # One BLAS thread, like PyTorch's one: on a shared machine, BLAS threads that spin (see docs/numba.md,
+    # "Threads") make corenn's matmul-heavy rows swing several-fold. Set before numpy is first imported.
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
     main()
