@@ -452,6 +452,7 @@ _choices: dict[tuple, Choice] = {}  # shape class -> choice, this process
 #: Compile in the calling thread instead of the background (``python -m corenn_numba calibrate``).
 foreground = False
 _CONSERVATIVE = Choice(False, False, "no saved choice (mode 'cached'): the core")
+_NOT_HANDLED = Choice(False, False, "inputs the override does not handle")
 
 
 def _choose(op: str, kernel_cls, args: tuple, params: dict, exact_key: tuple) -> Choice | None:
@@ -489,11 +490,14 @@ def _choose(op: str, kernel_cls, args: tuple, params: dict, exact_key: tuple) ->
             else:  # not saved: a failure is this input's, maybe not the next one's
                 choice = Choice(False, False, f"the compiled path {state}")
     _choices[class_key] = choice
-    exact_choices = _exact[op]
+    _remember(_exact[op], exact_key, choice)
+    return choice
+
+
+def _remember(exact_choices: dict, exact_key: tuple, choice: Choice) -> None:
     if len(exact_choices) >= MAX_EXACT_KEYS:
         exact_choices.clear()
     exact_choices[exact_key] = choice
-    return choice
 
 
 def calibrated(op: str, kernel_cls: type) -> type:
@@ -508,16 +512,19 @@ def calibrated(op: str, kernel_cls: type) -> type:
     exact_choices = _exact.setdefault(op, {})  # one per op: the per-call key need not name the op
 
     def handles(*args, **params):
-        if own_handles is not None and not own_handles(*args, **params):
-            return False
         current = _mode
         if current == "kernel":
-            return True
+            return own_handles is None or own_handles(*args, **params)
         if current == "core":
             return False
+        # The override's own predicate reads only what the exact key holds (dtypes, shapes, strides, types,
+        # parameters), so its answer is kept with the choice and a repeated call skips it.
         exact_key = _exact_key(args, params)
         choice = exact_choices.get(exact_key)
         if choice is None:
+            if own_handles is not None and not own_handles(*args, **params):
+                _remember(exact_choices, exact_key, _NOT_HANDLED)
+                return False
             choice = _choose(op, kernel_cls, args, params, exact_key)
             if choice is None:
                 return False  # compiling in the background: the core runs meanwhile
