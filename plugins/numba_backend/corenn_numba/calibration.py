@@ -12,7 +12,7 @@ The first time a shape class is seen (mode ``measure``, the default):
    copy of the inputs (numba's compile, seconds on a fresh install, never blocks the
    program: the first training step runs at the core's speed);
 2. the next call of that class, once compiled, times both paths on copies of its
-   inputs -- forward, and forward + backward -- alternating them, and keeps the faster
+   inputs -- forward, and forward + backward -- alternating them, and keeps the faster (medians)
    one for each of training (grad mode on) and inference, the kernel only when it is at
    least ``MARGIN`` faster: ties go to the core, so the plugin never makes things slower;
 3. the choice is saved in a JSON file per machine (:func:`machine`: CPU model and
@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import queue
+import statistics
 import sys
 import tempfile
 import threading
@@ -322,29 +323,32 @@ def _run(kernel_cls, forward, args, params, with_backward: bool) -> tuple[float,
 
 
 def _time_both(kernel_cls, args, params) -> dict:
-    """Minimum forward and forward+backward seconds of the compiled path and of the core's, taken in turns.
+    """Median forward and forward+backward seconds of the compiled path and of the core's, taken in turns.
 
     Each turn runs its side twice and times the second run: the first pays for switching from
     the other side (OpenBLAS's threads waking up, the compiled kernels' helper threads), which is
-    not the op's own cost. The minimum over the turns: on a shared machine a run whose thread
-    was descheduled takes many times longer (seen: 0.85 ms BLAS products taking 13-45 ms), and
-    the minimum is the run that was not disturbed.
+    not the op's own cost. The median of the turns, not the minimum: on a busy machine numpy's
+    multithreaded BLAS often waits for a thread that another process holds (seen on the 2-core
+    machine: a conv's im2col product at 0.5 ms at best but 8-15 ms in most runs, while the
+    compiled kernel, which hands out work as threads come free, took 1.6 ms every time); the
+    median is what the program will see, and on a quiet machine it is the minimum anyway.
     """
     core = kernel_cls.core_kernel
     backward = bool(core.differentiable) and any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" for a in args)
     sides = {"kernel": (kernel_cls, kernel_cls.fast_forward), "core": (core, core.forward)}
-    best = {name: [float("inf"), float("inf")] for name in sides}
+    samples = {name: ([], []) for name in sides}
     started, repeats = time.perf_counter(), 0
     while repeats < MIN_REPEATS or (time.perf_counter() - started < TIME_BUDGET_S and repeats < MAX_REPEATS):
         for name, (cls, forward) in sides.items():
             _run(cls, forward, args, params, backward)  # untimed: the switch from the other side
             forward_s, backward_s = _run(cls, forward, args, params, backward)
-            best[name][0] = min(best[name][0], forward_s)
-            best[name][1] = min(best[name][1], forward_s + backward_s)
+            samples[name][0].append(forward_s)
+            samples[name][1].append(forward_s + backward_s)
         repeats += 1
-    return {"kernel_forward_s": best["kernel"][0], "core_forward_s": best["core"][0],
-            "kernel_step_s": best["kernel"][1], "core_step_s": best["core"][1], "repeats": repeats,
-            "backward": backward}
+    median = statistics.median
+    return {"kernel_forward_s": median(samples["kernel"][0]), "core_forward_s": median(samples["core"][0]),
+            "kernel_step_s": median(samples["kernel"][1]), "core_step_s": median(samples["core"][1]),
+            "repeats": repeats, "backward": backward}
 
 
 def _decide(times: dict) -> Choice:
