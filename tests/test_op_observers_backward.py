@@ -137,7 +137,7 @@ def test_a_plugin_observer_raising_in_backward_start_is_detached_and_backward_go
 
     bad = Bad()
     x = corenn.ones(2, requires_grad=True)
-    with register_plugin(Plugin(bad), name="profiler") as record:
+    with register_plugin(Plugin(bad), name="fake-profiler") as record:
         y = (x * 3).sum()
         with pytest.warns(plugins.PluginWarning, match="raised in backward_start"):
             y.backward()
