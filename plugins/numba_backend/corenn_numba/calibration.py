@@ -67,6 +67,9 @@ MARGIN = 0.05
 #: seconds (at most ``MAX_REPEATS``): paid once per shape class and machine.
 TIME_BUDGET_S = 0.25
 MIN_REPEATS, MAX_REPEATS = 5, 20
+#: How choices are measured and keyed; part of the machine's fingerprint, so that choices measured
+#: another way are measured again rather than trusted.
+METHOD = 2
 #: The per-call dictionary of exact shapes seen; cleared when it grows past this (shape classes stay).
 MAX_EXACT_KEYS = 4096
 
@@ -175,6 +178,7 @@ def machine() -> dict:
         import corenn_numba
         features = sorted(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+"))
         _machine = {
+            "method": METHOD,
             "cpu": _cpu_model(),
             "cpu_name": llvm.get_host_cpu_name(),
             "cpu_features": features,
