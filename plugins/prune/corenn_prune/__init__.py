@@ -32,9 +32,9 @@ _PRUNE_NAMES = ("BasePruningMethod", "PruningContainer", "Identity", "RandomUnst
 # name -> the submodule defining it; imported at first use, so `import corenn` stays light.
 _EXPORTS = {
     **{name: "corenn_prune.prune" for name in _PRUNE_NAMES},
-    **{name: "corenn_prune.shrink" for name in ("shrink", "ShrinkError")},
+    **{name: "corenn_prune.structured" for name in ("shrink", "ShrinkError")},
     **{name: "corenn_prune.sparse" for name in ("compact", "SparseLinear", "SparseConv2d", "sparse_backend")},
-    **{name: "corenn_prune.summary" for name in ("summary", "LayerSummary")},
+    **{name: "corenn_prune.report" for name in ("summary", "LayerSummary", "Summary")},
 }
 __all__ = sorted(_EXPORTS)
 
