@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import keyword
 import sys
 from pathlib import Path
@@ -248,6 +249,18 @@ class _AliasLoader(importlib.abc.Loader):
                               f"({type(existing).__name__})", name=name)
         # The import system returns what is in sys.modules after exec_module: the plugin's module.
         sys.modules[name] = real
+
+    def get_code(self, fullname):
+        """The plugin module's code, so ``python -m corenn.distributed.run`` runs the plugin's module as __main__."""
+        if self.target is None:
+            return None
+        spec = importlib.util.find_spec(self.target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
+            raise ImportError(f"{fullname} maps to {self.target}, which has no code to run", name=fullname)
+        if spec.submodule_search_locations is not None:
+            raise ImportError(f"{fullname} maps to the package {self.target}; run one of its modules with -m",
+                              name=fullname)
+        return spec.loader.get_code(self.target)
 
 
 class ImportPathFinder(importlib.abc.MetaPathFinder):

@@ -280,3 +280,13 @@ def test_an_installed_plugins_paths_load_only_when_imported(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "corenn", "plugins"], capture_output=True, text=True, env=env,
                              timeout=120, cwd=tmp_path)
     assert "corenn.nn.utils.prune -> corenn_fakeprune.prune" in listing.stdout
+
+
+def test_a_registered_path_runs_as_main_like_python_dash_m(corenn_plugin, fake_plugin_modules):
+    # ``python -m corenn.distributed.run`` goes through runpy, which asks the loader for the code.
+    import runpy
+    corenn_plugin(paths_plugin({"corenn.profiler": "fakeprof"}), name="fake-prof")
+    namespace = runpy.run_module("corenn.profiler", run_name="__main__")
+    assert fake_plugin_modules == ["__main__"]
+    assert namespace["profile"]() == "prof"
+
