@@ -69,6 +69,10 @@ def __getattr__(name):
     if name in ("save", "load"):
         serialization = importlib.import_module("corenn.serialization")
         return getattr(serialization, name)
+    # ``corenn.qint8``, ``corenn.quantize_per_tensor``, ...: names that plugins register (corenn_register_names).
+    registered = plugins._names.get(name)
+    if registered is not None:
+        return registered[0]
     # ``corenn.profiler``, ``corenn.distributed``, ... : import paths that plugins register.
     from corenn import import_paths
     return import_paths.module_getattr(__name__, name)

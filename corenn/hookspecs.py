@@ -194,6 +194,26 @@ def corenn_register_import_paths() -> Mapping[str, str]:
     """
 
 
+
+@hookspec
+def corenn_register_names() -> Mapping[str, Any]:
+    """Return ``{name: object}`` to appear as ``corenn.<name>``, for PyTorch's top-level names a plugin provides.
+
+    When: once, when the plugin loads, after its other registration hooks.
+    Receives: nothing.
+    Returns: a mapping from an identifier to any object, e.g. corenn-quantize's
+    ``{"qint8": qint8, "quantize_per_tensor": quantize_per_tensor}``, so that
+    ``torch.quantize_per_tensor(x, 0.1, 0, torch.qint8)`` ports by renaming.
+    ``corenn.<name>`` then gives the object (looked up by the package's
+    ``__getattr__``: nothing is added to corenn's namespace and no op pays for
+    it). A name corenn itself has (``tensor``, ``nn``, ...), a name that is
+    not an identifier or starts with ``_``, is malformed. Unregistering the
+    plugin removes its names; a disabled plugin's names stay reachable.
+    ``corenn.plugins.registered_names()`` lists them.
+    First answer wins: no, every plugin's names are registered; a name provided
+    by two plugins fails the second.
+    """
+
 # -- information ------------------------------------------------------------------------------------------
 
 @hookspec

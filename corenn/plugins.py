@@ -49,7 +49,7 @@ __all__ = ["manager", "register", "unregister", "PluginUnavailable", "PluginErro
            "records", "load_builtins", "ensure_loaded", "finish_pending", "installed_entry_points", "list_plugins", "info_lines",
            "fx_leaf_module_rules", "module_state_handlers",
            "process_group_backends", "observe_ops", "ObserverHandle", "enable_tracing", "disable", "enable",
-           "disabled"]
+           "disabled", "registered_names"]
 
 BUILTIN_PLUGINS = ("corenn.backends.cpu", "corenn.ops")
 ENTRY_POINT_GROUP = "corenn"
@@ -123,6 +123,7 @@ class PluginRecord:
     state_handlers: list = attrs.field(factory=list, repr=False)
     op_observers: list = attrs.field(factory=list, repr=False)
     import_paths: dict = attrs.Factory(dict)
+    names: list = attrs.Factory(list)
     detached: list = attrs.Factory(list)
 
     def to_dict(self) -> dict:
@@ -135,6 +136,7 @@ class PluginRecord:
             "process_group_backends": list(self.process_group_backends),
             "fx_leaf_rules": len(self.fx_leaf_rules), "module_state_handlers": len(self.state_handlers),
             "op_observers": len(self.op_observers), "import_paths": dict(self.import_paths),
+            "names": list(self.names),
             "detached": list(self.detached),
         }
 
@@ -169,6 +171,7 @@ _builtins_loaded = False
 _process_group_backends: dict[str, tuple[Callable, str]] = {}
 _fx_rules: list[tuple[Callable, str]] = []
 _state_handlers: list[tuple[Any, str]] = []
+_names: dict[str, tuple[Any, str]] = {}  # corenn.<name> -> (object, plugin), from corenn_register_names
 
 
 def _env_flag(name: str) -> bool:
@@ -397,6 +400,11 @@ def _phase_activate(plugin, record: PluginRecord) -> None:
             paths = import_paths._check(answer, record.name)
             import_paths._add(paths, record.name)
             record.import_paths.update(paths)
+
+        for answer in _answers(plugin, "corenn_register_names"):
+            for name, value in _checked_names(answer).items():
+                _names[name] = (value, record.name)
+                record.names.append(name)
     except PluginUnavailable as why:
         _undo(plugin, record)
         _fail(record, str(why) or "unavailable on this machine", status="unavailable")
@@ -622,6 +630,10 @@ def _undo(plugin, record: PluginRecord) -> None:
         _remove_observer(observer)
     import_paths._remove(record.import_paths, record.name)
     record.import_paths = {}
+    for name in record.names:
+        if _names.get(name, (None, None))[1] == record.name:
+            del _names[name]
+    record.names = []
     record.devices, record.kernels, record.process_group_backends = [], [], []
     record.fx_leaf_rules, record.state_handlers, record.op_observers = [], [], []
     if plugin is not None and manager.is_registered(plugin):
@@ -1007,6 +1019,35 @@ def process_group_backends() -> dict[str, Callable]:
         ['mpi', 'nccl']
     """
     return {pg_name: factory for pg_name, (factory, _) in _process_group_backends.items()}
+
+
+def _checked_names(answer) -> dict[str, Any]:
+    """A ``corenn_register_names`` answer as a dict; raise naming the first malformed or taken name."""
+    import corenn
+    if isinstance(answer, (str, bytes)) or not hasattr(answer, "items"):
+        raise TypeError(f"corenn_register_names must return a mapping of name -> object, got {type(answer).__name__}")
+    checked = dict(answer)
+    for name in checked:
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise ValueError(f"corenn_register_names: {name!r} is not a public identifier")
+        if name in vars(corenn) or name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda",
+                                            "save", "load") or f"corenn.{name}" in import_paths.registered() \
+                or f"corenn.{name}" in import_paths.known_import_path_providers:
+            raise ValueError(f"corenn_register_names: corenn.{name} is corenn's own; a plugin cannot replace it")
+        if name in _names:
+            raise ValueError(f"corenn_register_names: corenn.{name} is already provided by plugin {_names[name][1]!r}")
+    return checked
+
+
+def registered_names() -> dict[str, Any]:
+    """``{name: object}`` that plugins made reachable as ``corenn.<name>`` (``corenn_register_names``).
+
+    Example::
+
+        >>> corenn.plugins.registered_names()["qint8"]   # doctest: +SKIP
+        corenn.qint8
+    """
+    return {name: value for name, (value, _) in _names.items()}
 
 
 # -- plugin code that fails at run time -------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ test_plugins_venv.py.
 """
 from __future__ import annotations
 
+import re
 import types
 import warnings
 
@@ -548,6 +549,60 @@ def test_corenn_op_observers_observe_while_the_plugin_is_registered():
                                                    "op_end"):
         with register_plugin(Malformed(), allow_failure=True) as record:
             assert record.status == "failed"
+
+
+# -- corenn_register_names --------------------------------------------------------------------------------------------
+
+def test_corenn_register_names_adds_top_level_names_while_registered():
+    marker = object()
+
+    class Names:
+        @corenn.hookimpl
+        def corenn_register_names(self):
+            return {"plugin_made_name": marker}
+    assert not hasattr(corenn, "plugin_made_name")
+    with register_plugin(Names()) as record:
+        assert corenn.plugin_made_name is marker
+        assert record.names == ["plugin_made_name"]
+        assert plugins.registered_names()["plugin_made_name"] is marker
+        assert "plugin_made_name" not in vars(corenn)  # looked up, not added to the namespace
+    assert not hasattr(corenn, "plugin_made_name")
+    assert "plugin_made_name" not in plugins.registered_names()
+
+
+@pytest.mark.parametrize("answer, message", [
+    ({"tensor": 1}, "corenn.tensor is corenn's own"),
+    ({"nn": 1}, "corenn.nn is corenn's own"),
+    ({"_hidden": 1}, "'_hidden' is not a public identifier"),
+    ({"not a name": 1}, "'not a name' is not a public identifier"),
+    (["qint8"], "must return a mapping of name -> object, got list"),
+])
+def test_corenn_register_names_refuses_malformed_or_taken_names(answer, message):
+    class Malformed:
+        @corenn.hookimpl
+        def corenn_register_names(self):
+            return answer
+    with pytest.warns(plugins.PluginWarning, match=re.escape(message)):
+        with register_plugin(Malformed(), allow_failure=True) as record:
+            assert record.status == "failed"
+            assert record.names == []
+
+
+def test_corenn_register_names_a_name_two_plugins_provide_fails_the_second():
+    class First:
+        @corenn.hookimpl
+        def corenn_register_names(self):
+            return {"shared_plugin_name": 1}
+
+    class Second:
+        @corenn.hookimpl
+        def corenn_register_names(self):
+            return {"shared_plugin_name": 2}
+    with register_plugin(First()) as first:
+        with pytest.warns(plugins.PluginWarning, match="already provided by plugin " + re.escape(repr(first.name))):
+            with register_plugin(Second(), allow_failure=True) as second:
+                assert second.status == "failed"
+        assert corenn.shared_plugin_name == 1
 
 
 # -- corenn_info_lines ------------------------------------------------------------------------------------------------
