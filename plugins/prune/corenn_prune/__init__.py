@@ -32,7 +32,7 @@ _PRUNE_NAMES = ("BasePruningMethod", "PruningContainer", "Identity", "RandomUnst
 # name -> the submodule defining it; imported at first use, so `import corenn` stays light.
 _EXPORTS = {
     **{name: "corenn_prune.prune" for name in _PRUNE_NAMES},
-    **{name: "corenn_prune.structured" for name in ("shrink", "ShrinkError")},
+    **{name: "corenn_prune.structured" for name in ("shrink", "complete_channel_pruning", "ShrinkError")},
     **{name: "corenn_prune.sparse" for name in ("compact", "SparseLinear", "SparseConv2d", "sparse_backend")},
     **{name: "corenn_prune.report" for name in ("summary", "LayerSummary", "Summary")},
 }

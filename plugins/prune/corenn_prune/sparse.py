@@ -207,6 +207,14 @@ def sparse_matmul(layout: str, arrays, shape: tuple[int, int], x: np.ndarray, ba
 
 # -- the layers ------------------------------------------------------------------------------------------
 
+def take_checkpoint_sizes(module, state_dict, prefix, *args):
+    """Load-state-dict pre-hook: a checkpoint of another compaction keeps another number of weights; take its sizes."""
+    for name in module._array_names():
+        saved = state_dict.get(prefix + name)
+        if saved is not None and tuple(saved.shape) != tuple(getattr(module, name).shape):
+            setattr(module, name, corenn.zeros(tuple(saved.shape), dtype=saved.dtype))
+
+
 class _SparseWeight(nn.Module):
     """Shared part: the weight's sparse arrays as buffers, ``weight`` computed dense on read."""
 
@@ -225,7 +233,7 @@ class _SparseWeight(nn.Module):
                 array = array.view(np.int16)
             self.register_buffer(name, corenn.from_numpy(np.ascontiguousarray(array)))
         self.register_computed_attribute("weight", _SparseWeight.dense_weight)
-        self.register_load_state_dict_pre_hook(_SparseWeight.take_checkpoint_sizes)
+        self.register_load_state_dict_pre_hook(take_checkpoint_sizes)
 
     def _array_names(self):
         return (("weight_values", "weight_columns", "weight_row_offsets") if self.layout == "csr"
@@ -253,13 +261,6 @@ class _SparseWeight(nn.Module):
             tiles[np.repeat(np.arange(offsets.shape[0] - 1), np.diff(offsets)), columns.astype(np.int64)] = blocks
             dense = tiles.swapaxes(1, 2).reshape(padded.shape)[:rows, :cols]
         return corenn.from_numpy(np.ascontiguousarray(dense).reshape(self.weight_shape))
-
-    def take_checkpoint_sizes(self, module, state_dict, prefix, *args):
-        # A checkpoint of another compaction keeps a different number of weights: take its arrays' sizes.
-        for name in self._array_names():
-            saved = state_dict.get(prefix + name)
-            if saved is not None and tuple(saved.shape) != tuple(getattr(self, name).shape):
-                setattr(self, name, corenn.zeros(tuple(saved.shape), dtype=saved.dtype))
 
     def stored_nbytes(self) -> int:
         """Bytes the weight's sparse arrays take."""
