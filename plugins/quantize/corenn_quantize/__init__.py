@@ -1,0 +1,34 @@
+"""corenn-quantize: int8 quantization for corenn, with ``torch.ao.quantization``'s API.
+
+Installed, it makes ``corenn.ao.quantization`` importable and adds PyTorch's
+top-level quantization names to ``corenn`` (``corenn.qint8``,
+``corenn.quantize_per_tensor``, ...) through the ``corenn_register_names`` hook.
+See docs/quantize.md.
+"""
+from __future__ import annotations
+
+import corenn
+
+from .qtensor import (QScheme, QTensor, QuantizedDType, dequantize, per_channel_affine, per_channel_symmetric,
+                      per_tensor_affine, per_tensor_symmetric, qint8, qint32, quantize_per_channel,
+                      quantize_per_tensor, quint8)
+from .observer import *  # noqa: F401,F403
+from . import observer
+
+TOP_LEVEL_NAMES = {
+    "quint8": quint8, "qint8": qint8, "qint32": qint32,
+    "per_tensor_affine": per_tensor_affine, "per_channel_affine": per_channel_affine,
+    "per_tensor_symmetric": per_tensor_symmetric, "per_channel_symmetric": per_channel_symmetric,
+    "quantize_per_tensor": quantize_per_tensor, "quantize_per_channel": quantize_per_channel,
+    "dequantize": dequantize, "qscheme": QScheme,
+}
+
+
+@corenn.hookimpl
+def corenn_register_names():
+    return TOP_LEVEL_NAMES
+
+
+@corenn.hookimpl
+def corenn_register_import_paths():
+    return {"corenn.ao.quantization": "corenn_quantize"}
