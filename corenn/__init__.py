@@ -64,8 +64,11 @@ def is_floating_point(input: Tensor) -> bool:  # (annotations are not evaluated:
 def __getattr__(name):
     # Subpackages load on first use, keeping ``import corenn`` fast.
     import importlib
-    if name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda"):
+    if name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda", "accelerator", "backends", "amp",
+                "cpu", "multiprocessing"):
         return importlib.import_module(f"corenn.{name}")
+    if name in ("set_float32_matmul_precision", "get_float32_matmul_precision"):
+        return getattr(importlib.import_module("corenn.backends.cuda"), name)
     if name in ("save", "load"):
         serialization = importlib.import_module("corenn.serialization")
         return getattr(serialization, name)

@@ -46,3 +46,38 @@ def corenn_register_backends():
 @hookimpl
 def corenn_info_lines():
     return [f"cpu: {CPU.description}"]
+
+
+def get_cpu_capability() -> str:
+    """The widest SIMD instruction set this CPU offers, in PyTorch's words (``torch.backends.cpu.get_cpu_capability``).
+
+    "AVX512", "AVX2", "DEFAULT" on x86; "SVE256"/"DEFAULT" on ARM. It describes the machine (numpy's
+    kernels dispatch on it at run time); corenn's own code has no per-capability kernels.
+    """
+    import platform
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("flags", "Features")):
+                    flags.update(line.split(":", 1)[1].split())
+                    break
+    except OSError:  # not Linux: ask numpy, which probed the CPU for its own dispatch
+        try:
+            from numpy._core._multiarray_umath import __cpu_features__ as features
+        except ImportError:
+            try:
+                from numpy.core._multiarray_umath import __cpu_features__ as features
+            except ImportError:
+                features = {}
+        flags = {name.lower() for name, present in features.items() if present}
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64", "i686", "x86"):
+        if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+            return "AVX512"
+        if {"avx2", "fma"} <= flags:
+            return "AVX2"
+        return "DEFAULT"
+    if "sve" in flags:
+        return "SVE256"
+    return "DEFAULT"

@@ -141,6 +141,18 @@ class Tensor:
     def is_cpu(self) -> bool:
         return self._device.type == "cpu"
 
+    @property
+    def is_xpu(self) -> bool:
+        return self._device.type == "xpu"
+
+    @property
+    def is_mps(self) -> bool:
+        return self._device.type == "mps"
+
+    @property
+    def is_meta(self) -> bool:
+        return self._device.type == "meta"
+
     def get_device(self) -> int:
         return -1 if self._device.index is None else self._device.index
 
