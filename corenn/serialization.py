@@ -25,7 +25,9 @@ Structure encoding (format 1). Every value becomes a JSON value:
 * ``list`` / ``tuple`` -> ``{"list": [...]}`` / ``{"tuple": [...]}``;
 * a tensor -> ``{"tensor": name, "id": n}``: ``name`` is the safetensors entry holding its
   data, ``n`` numbers distinct Tensor objects so that the same object comes back as the
-  same object.
+  same object;
+* a numpy array -> ``{"ndarray": name}``: its data is the safetensors entry ``name``, and
+  ``load`` returns a numpy array (one array object per entry).
 
 ``corenn.checksum`` is a CRC-32 over the structure and every tensor's name, dtype, shape
 and bytes; it turns accidental corruption anywhere in the file (a flipped bit in a weight,
@@ -50,7 +52,8 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-__all__ = ["save", "load", "CheckpointError", "FORMAT_VERSION", "MAX_DEPTH"]
+__all__ = ["save", "load", "CheckpointError", "FORMAT_VERSION", "MAX_DEPTH", "add_safe_globals", "safe_globals",
+           "get_safe_globals", "clear_safe_globals"]
 
 #: Version of the structure encoding written into ``__metadata__["corenn.format"]``.
 FORMAT_VERSION = 1
@@ -91,8 +94,8 @@ _UNSUPPORTED_SAFETENSORS_DTYPES = {
     "BF16", "U16", "U32", "U64", "C64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2",
 }
 
-_SUPPORTED_VALUES = ("tensors, dict / OrderedDict (str or int keys), list, tuple, int, float, str, "
-                     "bool and None")
+_SUPPORTED_VALUES = ("tensors, numpy arrays, dict / OrderedDict (str or int keys), list, tuple, int, float, "
+                     "str, bool and None")
 
 
 class CheckpointError(RuntimeError):
@@ -196,6 +199,7 @@ class _Encoder:
         self._by_object: dict[int, tuple[str, int]] = {}  # id(tensor) -> (name, object id)
         self._by_memory: dict[tuple, str] = {}  # memory key -> name
         self._containers_on_path: set[int] = set()  # ids of enclosing containers, for cycles
+        self._keep_alive: list = []
 
     def encode(self, value: Any, keys: tuple) -> Any:
         if value is None or isinstance(value, (bool, np.bool_)):
@@ -208,13 +212,12 @@ class _Encoder:
             return str(value)
         if isinstance(value, self._tensor_type):
             return self._encode_tensor(value, keys)
+        if type(value) is np.ndarray:
+            return self._encode_ndarray(value, keys)
         kind = _CONTAINER_TAGS.get(type(value))
         if kind is None:
-            hint = ""
-            if isinstance(value, np.ndarray):
-                hint = " (wrap numpy arrays with corenn.from_numpy)"
             raise TypeError(f"corenn.save to {self._target}: cannot store {_short_repr(value)} of type "
-                            f"{type(value).__qualname__!r} at {_format_path(keys)}{hint}; "
+                            f"{type(value).__qualname__!r} at {_format_path(keys)}; "
                             f"supported are {_SUPPORTED_VALUES}")
         if id(value) in self._containers_on_path:
             raise ValueError(f"corenn.save to {self._target}: {_format_path(keys)} contains itself "
@@ -256,6 +259,21 @@ class _Encoder:
                 self._by_memory[memory_key] = name
         self._by_object[id(tensor)] = (name, object_id)
         return {"tensor": name, "id": object_id}
+
+    def _encode_ndarray(self, array: np.ndarray, keys: tuple) -> dict:
+        # The same array object twice is stored once and comes back as one object.
+        known = self._by_object.get(id(array))
+        if known is not None:
+            return {"ndarray": known[0]}
+        if array.dtype not in _NUMPY_TO_SAFETENSORS:
+            raise TypeError(f"corenn.save to {self._target}: cannot store a numpy array of dtype {array.dtype} "
+                            f"at {_format_path(keys)}; supported dtypes: "
+                            f"{', '.join(str(d) for d in _NUMPY_TO_SAFETENSORS)}")
+        name = self._unique_name(keys)
+        self.arrays[name] = np.ascontiguousarray(array)
+        self._by_object[id(array)] = (name, None)
+        self._keep_alive.append(array)  # ids stay unique while encoding
+        return {"ndarray": name}
 
     def _unique_name(self, keys: tuple) -> str:
         # State-dict keys joined with '.' (what PyTorch's safetensors files use); a collision
@@ -953,6 +971,7 @@ class _StructureDecoder:
         self._where = where
         self._materializer = _Materializer(arrays, device)
         self._objects: dict[int, tuple[str, Any]] = {}  # object id -> (name, Tensor)
+        self._ndarrays: dict[str, np.ndarray] = {}  # entry name -> the numpy array loaded from it
         self.used_names: set[str] = set()
 
     def _bad(self, keys: tuple, problem: str) -> CheckpointError:
@@ -997,6 +1016,8 @@ class _StructureDecoder:
             value = self._tensor(name, object_id, keys)
         elif tag in ("float", "int"):
             value = self._number(tag, self._scalar(reader, keys), keys)
+        elif tag == "ndarray":
+            value = self._ndarray(self._scalar(reader, keys), keys)
         elif tag in ("list", "tuple"):
             if reader.peek() != _OPEN_BRACKET:
                 raise self._bad(keys, f"{tag} payload is not a list: {reader.excerpt()}")
@@ -1065,6 +1086,21 @@ class _StructureDecoder:
                 return int(payload, 16)
         raise self._bad(keys, f"invalid {tag} {_short_repr(payload)}")
 
+    def _ndarray(self, name: Any, keys: tuple) -> np.ndarray:
+        if not isinstance(name, str):
+            raise self._bad(keys, f"invalid array reference {_short_repr(name)}")
+        known = self._ndarrays.get(name)
+        if known is not None:
+            return known
+        if name not in self._arrays:
+            raise self._bad(keys, f"refers to array {name!r}, which the file does not contain")
+        array = self._arrays[name]
+        if not array.flags.writeable:  # numpy arrays come back as ordinary, writable arrays
+            array = array.copy()
+        self._ndarrays[name] = array
+        self.used_names.add(name)
+        return array
+
     def _tensor(self, name: Any, object_id: Any, keys: tuple):
         if not isinstance(name, str) or not _is_json_int(object_id):
             raise self._bad(keys, f"invalid tensor reference {_short_repr({'tensor': name, 'id': object_id})}")
@@ -1117,3 +1153,70 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
         text = f"<{type(value).__qualname__} object>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- safe globals
+
+# PyTorch's ``weights_only`` unpickler refuses classes not on an allow-list; programs extend it with
+# ``add_safe_globals`` before ``load``. corenn never unpickles (a checkpoint is JSON and raw bytes),
+# so the list changes nothing: it is kept so that those programs run, and so they can read it back.
+_safe_globals: list = []
+_safe_globals_warned = False
+
+
+def _warn_safe_globals_unused() -> None:
+    global _safe_globals_warned
+    if _safe_globals_warned:
+        return
+    _safe_globals_warned = True
+    import warnings
+    names = ", ".join(_global_name(g) for g in _safe_globals) or "none"
+    warnings.warn(f"corenn.serialization safe globals ({names}) change nothing: corenn.load never unpickles, "
+                  f"it reads JSON and raw tensor bytes, so no class or function from a checkpoint is ever "
+                  f"imported or called", UserWarning, stacklevel=3)
+
+
+def _global_name(g) -> str:
+    if isinstance(g, tuple) and len(g) == 2:  # (object, "module.name") as PyTorch accepts
+        return str(g[1])
+    return f"{getattr(g, '__module__', '?')}.{getattr(g, '__qualname__', getattr(g, '__name__', repr(g)))}"
+
+
+def add_safe_globals(safe_globals: list) -> None:
+    """Add to the list of globals ``load`` would allow (``torch.serialization.add_safe_globals``).
+
+    corenn's ``load`` never unpickles, so the list changes nothing; it exists so that ported programs
+    run, and a warning on first use says so, naming the globals.
+
+        >>> import collections
+        >>> corenn.serialization.add_safe_globals([collections.OrderedDict])
+    """
+    if not isinstance(safe_globals, (list, tuple)):
+        raise TypeError(f"add_safe_globals(): argument 'safe_globals' must be a list, not "
+                        f"{type(safe_globals).__name__}")
+    for g in safe_globals:
+        if g not in _safe_globals:
+            _safe_globals.append(g)
+    _warn_safe_globals_unused()
+
+
+def get_safe_globals() -> list:
+    """The globals added with :func:`add_safe_globals` (a copy)."""
+    return list(_safe_globals)
+
+
+def clear_safe_globals() -> None:
+    """Empty the list of safe globals."""
+    _safe_globals.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(safe_globals: list):
+    """Context manager adding ``safe_globals`` for the block (``torch.serialization.safe_globals``); see
+    :func:`add_safe_globals` for why it changes nothing in corenn."""
+    previous = list(_safe_globals)
+    add_safe_globals(safe_globals)
+    try:
+        yield
+    finally:
+        _safe_globals[:] = previous
