@@ -17,10 +17,11 @@ from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Sta
                       TensorDataset, random_split)
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                       WeightedRandomSampler)
+from .distributed import DistributedSampler
 from ._worker import WorkerInfo, get_worker_info
 
 __all__ = ["DataLoader", "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "ChainDataset", "StackDataset", "random_split", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "default_collate",
            "default_convert", "get_worker_info", "WorkerInfo", "WorkerError", "WorkerDiedError",
-           "DataLoaderTimeoutError"]
+           "DataLoaderTimeoutError", "DistributedSampler"]
