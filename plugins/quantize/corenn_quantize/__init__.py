@@ -13,7 +13,12 @@ from .qtensor import (QScheme, QTensor, QuantizedDType, dequantize, per_channel_
                       per_tensor_affine, per_tensor_symmetric, qint8, qint32, quantize_per_channel,
                       quantize_per_tensor, quint8)
 from .observer import *  # noqa: F401,F403
-from . import observer
+from .fake_quantize import *  # noqa: F401,F403
+from .qconfig import *  # noqa: F401,F403
+from .modules import (DeQuantize, DeQuantStub, FloatFunctional, QFunctional, Quantize, QuantStub,  # noqa: F401
+                      QuantWrapper, dynamic, intrinsic, qat, quantized)
+from .quantize import *  # noqa: F401,F403
+from . import fake_quantize, kernels, modules, observer, qconfig  # noqa: F401
 
 TOP_LEVEL_NAMES = {
     "quint8": quint8, "qint8": qint8, "qint32": qint32,
@@ -27,6 +32,20 @@ TOP_LEVEL_NAMES = {
 @corenn.hookimpl
 def corenn_register_names():
     return TOP_LEVEL_NAMES
+
+
+class PerChannelObserverState:
+    """Loads per-channel observer state into a fresh observer, whose min/max buffers are still empty."""
+
+    @staticmethod
+    def load_state_dict_pre(module, state_dict, prefix):
+        if isinstance(module, observer.PerChannelMinMaxObserver):
+            module.load_state_dict_pre_resize(state_dict, prefix)
+
+
+@corenn.hookimpl
+def corenn_module_state_handlers():
+    return [PerChannelObserverState()]
 
 
 @corenn.hookimpl

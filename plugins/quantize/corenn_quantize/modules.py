@@ -1,0 +1,531 @@
+"""Modules of quantized models: stubs, fused float modules, QAT modules, quantized and dynamically quantized modules.
+
+Names and places mirror PyTorch's: ``QuantStub`` / ``DeQuantStub`` / ``QuantWrapper``
+(``torch.ao.quantization``), ``intrinsic.LinearReLU`` / ``ConvReLU2d``
+(``torch.ao.nn.intrinsic``), ``qat.Linear`` (``torch.ao.nn.qat``), ``quantized.Linear``
+(``torch.ao.nn.quantized``) and ``dynamic.Linear`` (``torch.ao.nn.quantized.dynamic``).
+
+Quantized modules keep their state in plain buffers (int8 weights, float scales, integer
+zero points), so ``state_dict`` saves with ``corenn.save`` like any model's and loads into a
+freshly converted model.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+import corenn
+from corenn import nn
+
+from . import kernels
+from .fake_quantize import FakeQuantize
+from .qtensor import QTensor, per_tensor_affine, qint8, quantize_array, quint8
+
+__all__ = ["QuantStub", "DeQuantStub", "QuantWrapper", "Quantize", "DeQuantize", "FloatFunctional", "QFunctional",
+           "intrinsic", "qat", "quantized", "dynamic"]
+
+
+# -- stubs ------------------------------------------------------------------------------------------------------------
+
+class QuantStub(nn.Module):
+    """Marks where float values become quantized; an observer after ``prepare``, a ``Quantize`` after ``convert``."""
+
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig is not None:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class DeQuantStub(nn.Module):
+    """Marks where quantized values become float again; a ``DeQuantize`` after ``convert``."""
+
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig is not None:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class QuantWrapper(nn.Module):
+    """``QuantStub -> module -> DeQuantStub`` around ``module`` (``torch.ao.quantization.QuantWrapper``)."""
+
+    def __init__(self, module):
+        super().__init__()
+        qconfig = getattr(module, "qconfig", None)
+        self.quant = QuantStub(qconfig)
+        self.dequant = DeQuantStub(qconfig)
+        self.module = module
+
+    def forward(self, x):
+        return self.dequant(self.module(self.quant(x)))
+
+
+def _scale_zero_point(observer) -> tuple[float, int]:
+    scale, zero_point = observer.calculate_qparams()
+    return float(scale.reshape(-1)[0].item()), int(zero_point.reshape(-1)[0].item())
+
+
+class Quantize(nn.Module):
+    """float -> quint8 with a fixed scale and zero point (``torch.ao.nn.quantized.Quantize``)."""
+
+    def __init__(self, scale: float, zero_point: int, dtype=quint8):
+        super().__init__()
+        self.register_buffer("scale", corenn.tensor([float(scale)]))
+        self.register_buffer("zero_point", corenn.tensor([int(zero_point)]))
+        self.dtype = dtype
+
+    def forward(self, x):
+        if isinstance(x, QTensor):
+            return x
+        return corenn.quantize_per_tensor(x, self.scale.item(), int(self.zero_point.item()), self.dtype)
+
+    @classmethod
+    def from_float(cls, module):
+        scale, zero_point = _scale_zero_point(module.activation_post_process)
+        return cls(scale, zero_point, module.activation_post_process.dtype)
+
+    def extra_repr(self):
+        return f"scale={self.scale.tolist()}, zero_point={self.zero_point.tolist()}, dtype={self.dtype!r}"
+
+
+class DeQuantize(nn.Module):
+    """quantized -> float32 (``torch.ao.nn.quantized.DeQuantize``)."""
+
+    def forward(self, x):
+        return x.dequantize() if isinstance(x, QTensor) else x
+
+    @classmethod
+    def from_float(cls, module):
+        return cls()
+
+
+# -- functional arithmetic with observers --------------------------------------------------------------------------
+
+class FloatFunctional(nn.Module):
+    """``add`` / ``cat`` / ``mul`` / ``add_relu`` as a module, so that ``prepare`` can observe their outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.activation_post_process = nn.Identity()
+
+    def forward(self, x):
+        raise RuntimeError("FloatFunctional is not meant to be called; use its methods (add, cat, mul, add_relu)")
+
+    def add(self, x, y):
+        return self.activation_post_process(x + y)
+
+    def add_scalar(self, x, y):
+        return x + y  # PyTorch does not observe add_scalar either: the output range is the input's, shifted
+
+    def mul(self, x, y):
+        return self.activation_post_process(x * y)
+
+    def cat(self, x, dim: int = 0):
+        return self.activation_post_process(corenn.cat(list(x), dim=dim))
+
+    def add_relu(self, x, y):
+        return self.activation_post_process(corenn.relu(x + y))
+
+
+class QFunctional(nn.Module):
+    """The quantized ``FloatFunctional``: float arithmetic on dequantized inputs, requantized to its own scale."""
+
+    def __init__(self, scale: float = 1.0, zero_point: int = 0):
+        super().__init__()
+        self.register_buffer("scale", corenn.tensor([float(scale)]))
+        self.register_buffer("zero_point", corenn.tensor([int(zero_point)]))
+
+    def _requantize(self, values: np.ndarray, relu: bool = False) -> QTensor:
+        scale, zero_point = self.scale.item(), int(self.zero_point.item())
+        q = quantize_array(values, scale, zero_point, zero_point if relu else 0, 255, np.uint8)
+        return QTensor(q, quint8, per_tensor_affine, scale, zero_point)
+
+    def forward(self, x):
+        raise RuntimeError("QFunctional is not meant to be called; use its methods (add, cat, mul, add_relu)")
+
+    def add(self, x, y):
+        return self._requantize(_real(x) + _real(y))
+
+    def add_scalar(self, x, y):
+        return self._requantize(_real(x) + np.float32(y))
+
+    def mul(self, x, y):
+        return self._requantize(_real(x) * _real(y))
+
+    def cat(self, x, dim: int = 0):
+        return self._requantize(np.concatenate([_real(t) for t in x], axis=dim))
+
+    def add_relu(self, x, y):
+        return self._requantize(_real(x) + _real(y), relu=True)
+
+    @classmethod
+    def from_float(cls, module):
+        scale, zero_point = _scale_zero_point(module.activation_post_process)
+        return cls(scale, zero_point)
+
+    def extra_repr(self):
+        return f"scale={self.scale.tolist()}, zero_point={self.zero_point.tolist()}"
+
+
+def _real(x) -> np.ndarray:
+    if isinstance(x, QTensor):
+        return x.dequantize_array()
+    return x.detach().numpy().astype(np.float32, copy=False)
+
+
+# -- fused float modules (torch.ao.nn.intrinsic) --------------------------------------------------------------------
+
+class LinearReLU(nn.Sequential):
+    """``Linear`` followed by ``ReLU``, fused by ``fuse_modules`` so that they quantize as one op."""
+
+    def __init__(self, linear, relu):
+        super().__init__(linear, relu)
+
+
+class ConvReLU2d(nn.Sequential):
+    """``Conv2d`` (with any BatchNorm already folded in) followed by ``ReLU``."""
+
+    def __init__(self, conv, relu):
+        super().__init__(conv, relu)
+
+
+intrinsic = types.SimpleNamespace(LinearReLU=LinearReLU, ConvReLU2d=ConvReLU2d)
+
+
+# -- quantization-aware training modules (torch.ao.nn.qat) ----------------------------------------------------------
+
+def _qat_init(self, float_module, qconfig):
+    self.qconfig = qconfig
+    self.weight_fake_quant = qconfig.weight()
+
+
+class QATLinear(nn.Linear):
+    """``Linear`` whose weight passes a fake quantizer in every forward (``torch.ao.nn.qat.Linear``)."""
+
+    relu = False
+
+    def forward(self, x):
+        out = nn.functional.linear(x, self.weight_fake_quant(self.weight), self.bias)
+        return corenn.relu(out) if self.relu else out
+
+    @classmethod
+    def from_float(cls, module):
+        linear = module[0] if isinstance(module, LinearReLU) else module
+        qat = cls(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        qat.weight, qat.bias = linear.weight, linear.bias
+        _qat_init(qat, module, module.qconfig)
+        return qat
+
+    def to_float(self):
+        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None)
+        linear.weight, linear.bias = self.weight, self.bias
+        return LinearReLU(linear, nn.ReLU()) if self.relu else linear
+
+
+class QATLinearReLU(QATLinear):
+    """``qat.Linear`` + ReLU (``torch.ao.nn.intrinsic.qat.LinearReLU``)."""
+
+    relu = True
+
+
+class QATConv2d(nn.Conv2d):
+    """``Conv2d`` whose weight passes a fake quantizer in every forward (``torch.ao.nn.qat.Conv2d``)."""
+
+    relu = False
+
+    def forward(self, x):
+        out = nn.functional.conv2d(x, self.weight_fake_quant(self.weight), self.bias, self.stride, self.padding,
+                                   self.dilation, self.groups)
+        return corenn.relu(out) if self.relu else out
+
+    @classmethod
+    def from_float(cls, module):
+        conv = module[0] if isinstance(module, ConvReLU2d) else module
+        qat = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
+                  conv.groups, bias=conv.bias is not None)
+        qat.weight, qat.bias = conv.weight, conv.bias
+        _qat_init(qat, module, module.qconfig)
+        return qat
+
+
+class QATConvReLU2d(QATConv2d):
+    """``qat.Conv2d`` + ReLU (``torch.ao.nn.intrinsic.qat.ConvReLU2d``)."""
+
+    relu = True
+
+
+qat = types.SimpleNamespace(Linear=QATLinear, Conv2d=QATConv2d, LinearReLU=QATLinearReLU,
+                            ConvReLU2d=QATConvReLU2d)
+
+
+# -- quantized modules (torch.ao.nn.quantized) ----------------------------------------------------------------------
+
+def _weight_observed(module, weight_observer):
+    """Quantize ``module.weight`` with ``weight_observer``: int8 values, per-output-channel scales and zero points."""
+    weight = module.weight.detach()
+    if isinstance(weight_observer, FakeQuantize):
+        observer = weight_observer
+        observer(weight)
+    else:
+        observer = weight_observer
+        observer(weight)
+    scales, zero_points = observer.calculate_qparams()
+    scales = scales.numpy().astype(np.float64).reshape(-1)
+    zero_points = zero_points.numpy().astype(np.int64).reshape(-1)
+    channels = weight.shape[0]
+    if scales.size == 1:  # per tensor: one scale for every output channel
+        scales, zero_points = np.repeat(scales, channels), np.repeat(zero_points, channels)
+    if np.any(zero_points != 0):
+        raise NotImplementedError("quantized weights must be symmetric (zero_point 0): use a weight observer with "
+                                  "qscheme per_tensor_symmetric or per_channel_symmetric, as PyTorch's defaults do")
+    shape = (-1,) + (1,) * (weight.ndim - 1)
+    values = quantize_array(weight.numpy(), scales.reshape(shape), 0, -128, 127, np.int8)
+    return values, scales, zero_points
+
+
+class _PackedWeights(nn.Module):
+    """int8 weights (per output channel), their scales and zero points, and float bias, in buffers."""
+
+    def set_weights(self, values: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, bias):
+        self.register_buffer("packed_weight", corenn.from_numpy(np.ascontiguousarray(values, dtype=np.int8)))
+        self.register_buffer("packed_weight_scales", corenn.from_numpy(scales.astype(np.float64)))
+        self.register_buffer("packed_weight_zero_points", corenn.from_numpy(zero_points.astype(np.int64)))
+        self.register_buffer("packed_bias", None if bias is None else
+                             corenn.from_numpy(np.asarray(bias, dtype=np.float32).copy()))
+        self.clear_cache()
+
+    def clear_cache(self, *args):
+        self.cache = None
+
+    def gemm_operands(self):
+        """The weights as the kernels want them: (N, K) int8, int32 row sums, float32 scales, bias, float copy."""
+        if self.cache is None:
+            wq = self.packed_weight.numpy().reshape(self.packed_weight.shape[0], -1)
+            wq = np.ascontiguousarray(wq)
+            self.cache = dict(wq=wq, sums=wq.sum(axis=1, dtype=np.int64).astype(np.int32),
+                              scales=self.packed_weight_scales.numpy().astype(np.float32),
+                              bias=None if self.packed_bias is None else self.packed_bias.numpy(),
+                              weight_t_float=None if kernels.backend() == "numba" else wq.T.astype(np.float32))
+        return self.cache
+
+    def weight(self) -> QTensor:
+        """The int8 weight as a per-channel quantized tensor (PyTorch's ``module.weight()``)."""
+        return QTensor(self.packed_weight.numpy().copy(), qint8, corenn.per_channel_symmetric,
+                       self.packed_weight_scales.numpy(), self.packed_weight_zero_points.numpy(), 0)
+
+    def bias(self):
+        return self.packed_bias
+
+
+def _new_packed(module, *, weight_shape, has_bias):
+    nn.Module.__init__(module)
+    channels = weight_shape[0]
+    module.set_weights(np.zeros(weight_shape, np.int8), np.ones(channels), np.zeros(channels, np.int64),
+                       np.zeros(channels, np.float32) if has_bias else None)
+    module.register_load_state_dict_post_hook(module.clear_cache)
+
+
+class Linear(_PackedWeights):
+    """Statically quantized ``Linear``: quint8 in, quint8 out (``torch.ao.nn.quantized.Linear``)."""
+
+    relu = False
+
+    def __init__(self, in_features: int, out_features: int, bias_: bool = True, dtype=qint8):
+        _new_packed(self, weight_shape=(out_features, in_features), has_bias=bias_)
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("scale", corenn.tensor(1.0))
+        self.register_buffer("zero_point", corenn.tensor(0))
+
+    def forward(self, x: QTensor) -> QTensor:
+        if not isinstance(x, QTensor):
+            raise RuntimeError(f"{type(self).__name__}: expected a quantized input (quint8), got a float tensor; "
+                               "put a QuantStub before it")
+        ops = self.gemm_operands()
+        rows = x.int_values.reshape(-1, self.in_features)
+        scales = ops["scales"] * np.float32(x.q_scale())
+        out_scale, out_zero_point = self.scale.item(), int(self.zero_point.item())
+        q = kernels.linear_requantized(rows, x.q_zero_point(), ops["wq"], ops["sums"], scales, ops["bias"],
+                                       out_scale, out_zero_point, self.relu, ops["weight_t_float"])
+        q = q.reshape(x.int_values.shape[:-1] + (self.out_features,))
+        return QTensor(q, quint8, per_tensor_affine, out_scale, out_zero_point)
+
+    @classmethod
+    def from_float(cls, module):
+        float_linear = module[0] if isinstance(module, LinearReLU) else module
+        if isinstance(module, QATLinear):
+            weight_observer = module.weight_fake_quant
+        else:
+            weight_observer = module.qconfig.weight()
+        values, scales, zero_points = _weight_observed(float_linear, weight_observer)
+        quantized = cls(float_linear.in_features, float_linear.out_features, float_linear.bias is not None)
+        bias = None if float_linear.bias is None else float_linear.bias.detach().numpy()
+        quantized.set_weights(values, scales, zero_points, bias)
+        scale, zero_point = _scale_zero_point(module.activation_post_process)
+        quantized.scale, quantized.zero_point = corenn.tensor(scale), corenn.tensor(zero_point)
+        return quantized
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, scale={self.scale.item()}, "
+                f"zero_point={self.zero_point.item()}, qscheme=corenn.per_channel_symmetric")
+
+
+class QuantizedLinearReLU(Linear):
+    """Quantized ``Linear`` + ReLU in one kernel: the ReLU is the lower clamp of the requantization."""
+
+    relu = True
+
+
+class Conv2d(_PackedWeights):
+    """Statically quantized ``Conv2d`` (im2col + the int8 GEMM; groups=1): quint8 in, quint8 out."""
+
+    relu = False
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros"):
+        pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+        if groups != 1:
+            raise NotImplementedError("quantized Conv2d: groups other than 1 are not supported by corenn-quantize")
+        if padding_mode != "zeros" or isinstance(padding, str):
+            raise NotImplementedError("quantized Conv2d: only numeric zero padding is supported by corenn-quantize")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = pair(kernel_size), pair(stride)
+        self.padding, self.dilation, self.groups = pair(padding), pair(dilation), groups
+        _new_packed(self, weight_shape=(out_channels, in_channels) + self.kernel_size, has_bias=bias)
+        self.register_buffer("scale", corenn.tensor(1.0))
+        self.register_buffer("zero_point", corenn.tensor(0))
+
+    def forward(self, x: QTensor) -> QTensor:
+        if not isinstance(x, QTensor) or x.dim() != 4:
+            raise RuntimeError(f"{type(self).__name__}: expected a 4-d quantized input (quint8); put a QuantStub "
+                               "before it")
+        batch, channels, height, width = x.int_values.shape
+        (ph, pw), (sh, sw), (dh, dw), (kh, kw) = self.padding, self.stride, self.dilation, self.kernel_size
+        zero_point = x.q_zero_point()
+        # Padding with the zero point is padding with real zeros.
+        padded = np.pad(x.int_values, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=zero_point)
+        windows = sliding_window_view(padded, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
+        windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]                      # (B, C, Ho, Wo, kh, kw)
+        out_h, out_w = windows.shape[2], windows.shape[3]
+        columns = np.ascontiguousarray(windows.transpose(0, 2, 3, 1, 4, 5)).reshape(batch * out_h * out_w, -1)
+        ops = self.gemm_operands()
+        out_scale, out_zero_point = self.scale.item(), int(self.zero_point.item())
+        q = kernels.linear_requantized(columns, zero_point, ops["wq"], ops["sums"],
+                                       ops["scales"] * np.float32(x.q_scale()), ops["bias"], out_scale,
+                                       out_zero_point, self.relu, ops["weight_t_float"])
+        q = np.ascontiguousarray(q.reshape(batch, out_h, out_w, self.out_channels).transpose(0, 3, 1, 2))
+        return QTensor(q, quint8, per_tensor_affine, out_scale, out_zero_point)
+
+    @classmethod
+    def from_float(cls, module):
+        conv = module[0] if isinstance(module, ConvReLU2d) else module
+        weight_observer = module.weight_fake_quant if isinstance(module, QATConv2d) else module.qconfig.weight()
+        values, scales, zero_points = _weight_observed(conv, weight_observer)
+        quantized = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding,
+                        conv.dilation, conv.groups, conv.bias is not None)
+        quantized.set_weights(values, scales, zero_points, None if conv.bias is None else conv.bias.detach().numpy())
+        scale, zero_point = _scale_zero_point(module.activation_post_process)
+        quantized.scale, quantized.zero_point = corenn.tensor(scale), corenn.tensor(zero_point)
+        return quantized
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, scale={self.scale.item()}, zero_point={self.zero_point.item()}")
+
+
+class QuantizedConvReLU2d(Conv2d):
+    """Quantized ``Conv2d`` + ReLU in one kernel."""
+
+    relu = True
+
+
+class ReLU(nn.Module):
+    """ReLU on quantized values: a clamp at the zero point, scale and zero point unchanged."""
+
+    def forward(self, x):
+        if not isinstance(x, QTensor):
+            return corenn.relu(x)
+        return x._like(np.maximum(x.int_values, x.dtype.numpy.type(x.zero_points)))
+
+    @classmethod
+    def from_float(cls, module):
+        return cls()
+
+
+class MaxPool2d(nn.MaxPool2d):
+    """Max pooling on quantized values: the maximum of the integers is the integer of the maximum."""
+
+    def forward(self, x):
+        if not isinstance(x, QTensor):
+            return super().forward(x)
+        pooled = super().forward(corenn.from_numpy(x.int_values.astype(np.float32)))
+        return x._like(pooled.numpy().astype(x.dtype.numpy))
+
+    @classmethod
+    def from_float(cls, module):
+        return cls(module.kernel_size, module.stride, module.padding, module.dilation, ceil_mode=module.ceil_mode)
+
+
+class Flatten(nn.Flatten):
+    """``Flatten`` that also flattens quantized tensors."""
+
+    @classmethod
+    def from_float(cls, module):
+        return cls(module.start_dim, module.end_dim)
+
+
+quantized = types.SimpleNamespace(Linear=Linear, LinearReLU=QuantizedLinearReLU, Conv2d=Conv2d,
+                                  ConvReLU2d=QuantizedConvReLU2d, ReLU=ReLU, MaxPool2d=MaxPool2d, Flatten=Flatten,
+                                  Quantize=Quantize, DeQuantize=DeQuantize, QFunctional=QFunctional)
+
+
+# -- dynamically quantized modules (torch.ao.nn.quantized.dynamic) --------------------------------------------------
+
+class DynamicLinear(_PackedWeights):
+    """``Linear`` with int8 weights whose float input is quantized at run time; float output.
+
+    Activations are quantized per call to quint8 over their own range (7 bits, as PyTorch's
+    x86 dynamic quantization), multiplied by the int8 weights with int32 accumulation, and
+    dequantized, zero-point corrected and biased in the kernel's store.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias_: bool = True, dtype=qint8):
+        _new_packed(self, weight_shape=(out_features, in_features), has_bias=bias_)
+        self.in_features, self.out_features = in_features, out_features
+
+    def forward(self, x):
+        if isinstance(x, QTensor):
+            raise RuntimeError("dynamic quantized Linear: expected a float input, got a quantized tensor")
+        array = x.detach().numpy()
+        rows = np.ascontiguousarray(array.reshape(-1, self.in_features), dtype=np.float32)
+        xq, x_scale, x_zero_point = kernels.quantize_rows_dynamic(rows)
+        ops = self.gemm_operands()
+        out = kernels.linear_dequantized(xq, x_zero_point, ops["wq"], ops["sums"], ops["scales"] * np.float32(x_scale),
+                                         ops["bias"], ops["weight_t_float"])
+        return corenn.from_numpy(out.reshape(array.shape[:-1] + (self.out_features,)))
+
+    @classmethod
+    def from_float(cls, module, weight_observer=None):
+        if weight_observer is None:
+            weight_observer = module.qconfig.weight()
+        if getattr(weight_observer, "dtype", qint8) is not qint8:
+            raise NotImplementedError(f"quantize_dynamic: weight dtype {weight_observer.dtype!r} is not supported; "
+                                      "corenn-quantize quantizes dynamic Linear weights to corenn.qint8")
+        values, scales, zero_points = _weight_observed(module, weight_observer)
+        quantized = cls(module.in_features, module.out_features, module.bias is not None)
+        quantized.set_weights(values, scales, zero_points,
+                              None if module.bias is None else module.bias.detach().numpy())
+        return quantized
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, dtype=corenn.qint8, "
+                "qscheme=corenn.per_channel_symmetric")
+
+
+dynamic = types.SimpleNamespace(Linear=DynamicLinear)

@@ -1,0 +1,306 @@
+"""Eager-mode workflows: ``fuse_modules``, ``prepare``, ``convert``, ``prepare_qat``, ``quantize_dynamic``.
+
+The model is changed by swapping submodules (PyTorch's eager mode), never by changing a
+module's class: every converted module is a plain module with buffers.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+import corenn
+from corenn import nn
+
+from . import modules as qm
+from .qconfig import QConfig, default_dynamic_qconfig, per_channel_dynamic_qconfig
+
+__all__ = ["fuse_modules", "fuse_modules_qat", "propagate_qconfig_", "prepare", "convert", "prepare_qat",
+           "quantize", "quantize_dynamic", "quantize_qat", "get_default_static_quant_module_mappings",
+           "get_default_qat_module_mappings", "get_default_dynamic_quant_module_mappings", "prepare_fx",
+           "convert_fx", "prepare_qat_fx", "QConfigMapping"]
+
+
+# -- fusion ---------------------------------------------------------------------------------------------------------
+
+def _fold_batch_norm(conv, bn):
+    """A Conv2d equal to ``bn(conv(x))`` in eval mode: the normalisation folded into weight and bias."""
+    fused = copy.deepcopy(conv)
+    var = bn.running_var.numpy().astype(np.float64)
+    gamma = bn.weight.detach().numpy() if bn.weight is not None else np.ones_like(var)
+    beta = bn.bias.detach().numpy() if bn.bias is not None else np.zeros_like(var)
+    factor = gamma / np.sqrt(var + bn.eps)
+    weight = conv.weight.detach().numpy().astype(np.float64) * factor.reshape(-1, 1, 1, 1)
+    bias = conv.bias.detach().numpy() if conv.bias is not None else np.zeros_like(var)
+    bias = (bias - bn.running_mean.numpy()) * factor + beta
+    fused.weight = nn.Parameter(corenn.from_numpy(weight.astype(np.float32)))
+    fused.bias = nn.Parameter(corenn.from_numpy(bias.astype(np.float32)))
+    return fused
+
+
+def _fuse(mods):
+    kinds = tuple(type(m) for m in mods)
+    if kinds == (nn.Conv2d, nn.BatchNorm2d):
+        return _fold_batch_norm(*mods)
+    if kinds == (nn.Conv2d, nn.BatchNorm2d, nn.ReLU):
+        return qm.ConvReLU2d(_fold_batch_norm(mods[0], mods[1]), mods[2])
+    if kinds == (nn.Conv2d, nn.ReLU):
+        return qm.ConvReLU2d(mods[0], mods[1])
+    if kinds == (nn.Linear, nn.ReLU):
+        return qm.LinearReLU(mods[0], mods[1])
+    names = ", ".join(k.__name__ for k in kinds)
+    raise NotImplementedError(f"fuse_modules: cannot fuse ({names}); corenn-quantize fuses (Conv2d, BatchNorm2d), "
+                              "(Conv2d, BatchNorm2d, ReLU), (Conv2d, ReLU) and (Linear, ReLU)")
+
+
+def fuse_modules(model, modules_to_fuse, inplace: bool = False, fuser_func=None, fuse_custom_config_dict=None):
+    """Fuse lists of submodules into one (``torch.ao.quantization.fuse_modules``), in eval mode.
+
+    ``modules_to_fuse`` is a list of names (``["conv", "bn", "relu"]``) or a list of such lists.
+    The first module becomes the fused one, the others ``nn.Identity``. BatchNorm is folded
+    into the convolution, so the model must be in eval mode.
+    """
+    if not inplace:
+        model = copy.deepcopy(model)
+    groups = [modules_to_fuse] if modules_to_fuse and isinstance(modules_to_fuse[0], str) else modules_to_fuse
+    for group in groups:
+        mods = [model.get_submodule(name) for name in group]
+        if any(isinstance(m, nn.BatchNorm2d) for m in mods) and model.training:
+            raise AssertionError("fuse_modules: fusing BatchNorm needs eval mode; call model.eval() first "
+                                 "(for training, quantization-aware fusion of BatchNorm is not provided)")
+        model.set_submodule(group[0], _fuse(mods))
+        for name in group[1:]:
+            model.set_submodule(name, nn.Identity())
+    return model
+
+
+fuse_modules_qat = fuse_modules
+
+
+# -- mappings -------------------------------------------------------------------------------------------------------
+
+def get_default_static_quant_module_mappings() -> dict:
+    """float (or QAT) module class -> quantized module class, for ``convert``."""
+    return {qm.QuantStub: qm.Quantize, qm.DeQuantStub: qm.DeQuantize, nn.Linear: qm.Linear,
+            qm.LinearReLU: qm.QuantizedLinearReLU, nn.Conv2d: qm.Conv2d, qm.ConvReLU2d: qm.QuantizedConvReLU2d,
+            nn.ReLU: qm.ReLU, nn.MaxPool2d: qm.MaxPool2d, nn.Flatten: qm.Flatten,
+            qm.FloatFunctional: qm.QFunctional, qm.QATLinear: qm.Linear,
+            qm.QATLinearReLU: qm.QuantizedLinearReLU, qm.QATConv2d: qm.Conv2d,
+            qm.QATConvReLU2d: qm.QuantizedConvReLU2d}
+
+
+def get_default_qat_module_mappings() -> dict:
+    """float module class -> QAT module class, for ``prepare_qat``."""
+    return {nn.Linear: qm.QATLinear, qm.LinearReLU: qm.QATLinearReLU, nn.Conv2d: qm.QATConv2d,
+            qm.ConvReLU2d: qm.QATConvReLU2d}
+
+
+def get_default_dynamic_quant_module_mappings() -> dict:
+    return {nn.Linear: qm.DynamicLinear}
+
+
+# Modules whose output prepare observes (the ones convert turns into quantized modules that need an output scale).
+_OBSERVED = (qm.QuantStub, nn.Linear, qm.LinearReLU, nn.Conv2d, qm.ConvReLU2d, qm.FloatFunctional)
+
+
+# -- qconfig propagation, prepare, convert --------------------------------------------------------------------------
+
+def propagate_qconfig_(module, qconfig_dict=None) -> None:
+    """Give every submodule the ``qconfig`` of its nearest configured ancestor (or of ``qconfig_dict``)."""
+    qconfig_dict = qconfig_dict or {}
+
+    def visit(mod, inherited, prefix):
+        own = qconfig_dict.get(type(mod), qconfig_dict.get(prefix, getattr(mod, "qconfig", inherited)))
+        mod.qconfig = own
+        for name, child in mod.named_children():
+            visit(child, own, f"{prefix}.{name}" if prefix else name)
+    visit(module, qconfig_dict.get("", getattr(module, "qconfig", None)), "")
+
+
+def _observe_output(module, inputs, output):
+    return module.activation_post_process(output)
+
+
+def prepare(model, inplace: bool = False, allow_list=None, observer_non_leaf_module_list=None,
+            prepare_custom_config_dict=None):
+    """Attach observers to the outputs of the modules ``convert`` will quantize (``torch.ao.quantization.prepare``).
+
+    Run calibration data through the returned model, then ``convert`` it.
+    """
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model)
+    for module in list(model.modules()):
+        if module.qconfig is None or not isinstance(module, _OBSERVED):
+            continue
+        if isinstance(module, qm.FloatFunctional):
+            module.activation_post_process = module.qconfig.activation()
+            continue
+        if "activation_post_process" in dict(module.named_children()):
+            continue
+        module.activation_post_process = module.qconfig.activation()
+        module.register_forward_hook(_observe_output)
+    return model
+
+
+def _swap(module, mapping: dict):
+    """The module ``convert`` puts in place of ``module``, or ``module`` itself."""
+    target = mapping.get(type(module))
+    if target is None or getattr(module, "qconfig", None) is None:
+        return module
+    if target in (qm.ReLU, qm.MaxPool2d, qm.Flatten, qm.DeQuantize):
+        return target.from_float(module)
+    if not hasattr(module, "activation_post_process"):
+        return module
+    return target.from_float(module)
+
+
+def convert(module, mapping=None, inplace: bool = False, remove_qconfig: bool = True,
+            convert_custom_config_dict=None):
+    """Swap observed float (or QAT) modules for quantized ones (``torch.ao.quantization.convert``)."""
+    if not inplace:
+        module = copy.deepcopy(module)
+    mapping = get_default_static_quant_module_mappings() if mapping is None else mapping
+
+    def visit(parent):
+        for name, child in list(parent.named_children()):
+            swapped = _swap(child, mapping)
+            if swapped is child:
+                visit(child)
+            else:
+                setattr(parent, name, swapped)
+    visit(module)
+    if remove_qconfig:
+        for sub in module.modules():
+            if "qconfig" in sub.__dict__:
+                del sub.__dict__["qconfig"]
+    return module
+
+
+def prepare_qat(model, mapping=None, inplace: bool = False):
+    """Swap Linear / Conv2d (and fused ReLU forms) for QAT modules with fake-quantized weights, then ``prepare``.
+
+    The model must be in training mode; activations get the qconfig's fake quantizers.
+    """
+    if not model.training:
+        raise AssertionError("prepare_qat: the model must be in training mode (call model.train())")
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model)
+    mapping = get_default_qat_module_mappings() if mapping is None else mapping
+
+    def visit(parent):
+        for name, child in list(parent.named_children()):
+            target = mapping.get(type(child))
+            if target is not None and getattr(child, "qconfig", None) is not None:
+                setattr(parent, name, target.from_float(child))
+            else:
+                visit(child)
+    visit(model)
+    return prepare(model, inplace=True)
+
+
+def quantize(model, run_fn, run_args, mapping=None, inplace: bool = False):
+    """``prepare``, ``run_fn(model, *run_args)`` for calibration, ``convert`` (``torch.ao.quantization.quantize``)."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    prepare(model, inplace=True)
+    run_fn(model, *run_args)
+    return convert(model, mapping, inplace=True)
+
+
+def quantize_qat(model, run_fn, run_args, inplace: bool = False):
+    """``prepare_qat``, ``run_fn(model, *run_args)`` (training), ``convert``."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.train()
+    prepare_qat(model, inplace=True)
+    run_fn(model, *run_args)
+    return convert(model.eval(), inplace=True)
+
+
+def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace: bool = False):
+    """Quantize the weights of the chosen module types to int8; activations are quantized at run time.
+
+    ``qconfig_spec`` is a set of module types (``{nn.Linear}``) or a dict from types or
+    qualified names to ``QConfig``; by default every ``nn.Linear``. Weights are quantized per
+    output channel (``per_channel_dynamic_qconfig``) unless a qconfig says otherwise.
+    ``dtype`` must be ``corenn.qint8`` (float16 dynamic quantization is not provided).
+    Applied recursively: a module matched by type anywhere in the model is replaced.
+    """
+    dtype = corenn.qint8 if dtype is None else dtype
+    if dtype is not corenn.qint8:
+        raise NotImplementedError(f"quantize_dynamic: dtype {dtype!r} is not supported; corenn-quantize provides "
+                                  "dynamic quantization to corenn.qint8 only")
+    if qconfig_spec is None:
+        qconfig_spec = {nn.Linear}
+    if isinstance(qconfig_spec, (set, frozenset, list, tuple)):
+        qconfig_spec = {key: per_channel_dynamic_qconfig for key in qconfig_spec}
+    supported = get_default_dynamic_quant_module_mappings() if mapping is None else mapping
+    for key in qconfig_spec:
+        if isinstance(key, type) and key not in supported:
+            raise NotImplementedError(f"quantize_dynamic: {key.__name__} is not supported by corenn-quantize "
+                                      f"(dynamic quantization covers {', '.join(k.__name__ for k in supported)}; "
+                                      "nn.LSTM does not exist in corenn yet)")
+        if not isinstance(key, (type, str)):
+            raise TypeError(f"quantize_dynamic: qconfig_spec keys must be module types or qualified names, got "
+                            f"{key!r}")
+    if not inplace:
+        model = copy.deepcopy(model)
+
+    def qconfig_of(module, name):
+        if name in qconfig_spec:
+            return qconfig_spec[name]
+        return qconfig_spec.get(type(module))
+
+    def visit(parent, prefix):
+        for name, child in list(parent.named_children()):
+            qualified = f"{prefix}.{name}" if prefix else name
+            qconfig = qconfig_of(child, qualified)
+            target = supported.get(type(child))
+            if qconfig is not None and target is not None:
+                qconfig = qconfig if isinstance(qconfig, QConfig) else default_dynamic_qconfig
+                setattr(parent, name, target.from_float(child, weight_observer=qconfig.weight()))
+            else:
+                visit(child, qualified)
+    visit(model, "")
+    return model
+
+
+# -- FX graph mode: not provided ------------------------------------------------------------------------------------
+
+class QConfigMapping:
+    """Which qconfig applies to which module type / name (``torch.ao.quantization.QConfigMapping``).
+
+    Kept for configuration code; the FX workflows that consume it (``prepare_fx``) are not provided yet.
+    """
+
+    def __init__(self):
+        self.global_qconfig, self.object_type_qconfigs, self.module_name_qconfigs = None, {}, {}
+
+    def set_global(self, qconfig):
+        self.global_qconfig = qconfig
+        return self
+
+    def set_object_type(self, object_type, qconfig):
+        self.object_type_qconfigs[object_type] = qconfig
+        return self
+
+    def set_module_name(self, module_name: str, qconfig):
+        self.module_name_qconfigs[module_name] = qconfig
+        return self
+
+
+def _fx_not_provided(name):
+    def missing(*args, **kwargs):
+        raise NotImplementedError(f"{name}: FX graph mode quantization is not provided by corenn-quantize yet; use "
+                                  "eager mode (QuantStub/DeQuantStub, fuse_modules, prepare, convert)")
+    missing.__name__ = name
+    missing.__doc__ = f"Not provided yet: raises NotImplementedError naming {name} (use eager mode)."
+    return missing
+
+
+prepare_fx = _fx_not_provided("prepare_fx")
+prepare_qat_fx = _fx_not_provided("prepare_qat_fx")
+convert_fx = _fx_not_provided("convert_fx")
