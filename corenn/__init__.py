@@ -67,6 +67,8 @@ def __getattr__(name):
     if name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda", "accelerator", "backends", "amp",
                 "cpu", "multiprocessing"):
         return importlib.import_module(f"corenn.{name}")
+    if name in _dtype.LOW_PRECISION_NAMES:  # bfloat16, float8_*: ml_dtypes loads on first use
+        return _dtype.low_precision_dtype(name)
     if name in ("set_float32_matmul_precision", "get_float32_matmul_precision"):
         return getattr(importlib.import_module("corenn.backends.cuda"), name)
     if name in ("save", "load"):

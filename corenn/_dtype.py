@@ -70,6 +70,11 @@ def from_numpy(numpy_dtype) -> dtype:
     try:
         return _by_numpy[np.dtype(numpy_dtype)]
     except (KeyError, TypeError):
+        if getattr(numpy_dtype, "__module__", "").startswith("ml_dtypes") or \
+                getattr(getattr(numpy_dtype, "type", None), "__module__", "").startswith("ml_dtypes"):
+            add_low_precision_dtypes()
+            if np.dtype(numpy_dtype) in _by_numpy:
+                return _by_numpy[np.dtype(numpy_dtype)]
         supported = ", ".join(d.name for d in ALL)
         raise TypeError(f"numpy dtype {numpy_dtype!r} is not supported by corenn; supported: {supported}") from None
 
@@ -99,6 +104,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     try:
         return _promotion_table[a, b]
     except (KeyError, TypeError):
+        if isinstance(a, dtype) and isinstance(b, dtype):  # only float8 pairs are left out of the table
+            raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote {a.name} and "
+                               f"{b.name}") from None
         bad, argument = (a, "type1") if not isinstance(a, dtype) else (b, "type2")
         raise TypeError(f"promote_types(): argument '{argument}' must be corenn.dtype, not "
                         f"{type(bad).__name__}") from None
@@ -171,3 +179,56 @@ def result_type(*operands) -> dtype:
         if result is None or candidate.category > result.category:
             result = candidate
     return result
+
+
+# --- low-precision floats through ml_dtypes (loaded on first use: importing ml_dtypes takes tens of ms) ----
+
+# (corenn name, ml_dtypes name); PyTorch's float8 types that ml_dtypes spells the same way.
+_LOW_PRECISION = (("bfloat16", "bfloat16"), ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e5m2"),
+                  ("float8_e4m3fnuz", "float8_e4m3fnuz"), ("float8_e5m2fnuz", "float8_e5m2fnuz"))
+LOW_PRECISION_NAMES = frozenset(name for name, _ in _LOW_PRECISION) | {"bfloat16"}
+FLOAT8_NAMES = frozenset(name for name, _ in _LOW_PRECISION if name.startswith("float8"))
+
+
+def add_low_precision_dtypes() -> None:
+    """Register ``bfloat16`` and the float8 dtypes (numpy dtypes of ``ml_dtypes``); idempotent.
+
+    Promotion follows PyTorch: ``bfloat16`` with ``float16`` gives ``float32``, with a wider float
+    the wider one, with an integer or bool ``bfloat16``. A float8 type promotes with nothing but
+    itself: ``promote_types`` raises RuntimeError, as in PyTorch.
+    """
+    if "bfloat16" in _by_name:
+        return
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ImportError("corenn.bfloat16 and the float8 dtypes need the ml_dtypes package: "
+                          "pip install 'corenn[bfloat16]' (or pip install ml_dtypes)") from None
+    global ALL
+    added = []
+    for name, ml_name in _LOW_PRECISION:
+        new = dtype(name, getattr(ml_dtypes, ml_name), _FLOAT)
+        globals()[name] = new
+        _by_name[name] = new
+        _by_numpy[new.numpy] = new
+        added.append(new)
+    ALL = ALL + tuple(added)
+    bfloat16 = _by_name["bfloat16"]
+    for a in ALL:
+        for b in ALL:
+            if (a, b) in _promotion_table:
+                continue
+            if a.name in FLOAT8_NAMES or b.name in FLOAT8_NAMES:
+                continue  # PyTorch refuses float8 with any other dtype: promote_types raises
+            if a.category != b.category:
+                _promotion_table[a, b] = a if a.category > b.category else b
+            elif {a, b} == {bfloat16, float16}:
+                _promotion_table[a, b] = float32
+            else:  # bfloat16 with float32 / float64
+                _promotion_table[a, b] = a if a.itemsize > b.itemsize else b
+
+
+def low_precision_dtype(name: str) -> dtype:
+    """``corenn.bfloat16`` etc., registering them on first use."""
+    add_low_precision_dtypes()
+    return _by_name[name]

@@ -94,6 +94,45 @@ _UNSUPPORTED_SAFETENSORS_DTYPES = {
     "BF16", "U16", "U32", "U64", "C64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2",
 }
 
+# safetensors names of the ml_dtypes floats; their numpy dtypes join the tables above on first use
+# (importing ml_dtypes is slow, and most checkpoints hold none of them).
+_LOW_PRECISION_SAFETENSORS = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+
+
+def _add_low_precision_dtypes() -> None:
+    if "BF16" in _SAFETENSORS_TO_NUMPY:
+        return
+    from corenn import _dtype
+    for st_name, corenn_name in _LOW_PRECISION_SAFETENSORS.items():
+        numpy_dtype = _dtype.low_precision_dtype(corenn_name).numpy
+        _SAFETENSORS_TO_NUMPY[st_name] = numpy_dtype
+        _NUMPY_TO_SAFETENSORS[numpy_dtype] = st_name
+        _UNSUPPORTED_SAFETENSORS_DTYPES.discard(st_name)
+
+
+def _save_safetensors(arrays: dict[str, np.ndarray], metadata: dict) -> bytes:
+    """``safetensors.numpy.save``, which knows no ml_dtypes floats: those go as same-size unsigned
+    integers, and their header entries are then given their real dtype names (BF16, F8_E4M3, ...)."""
+    renamed = {}
+    plain = {}
+    for name, array in arrays.items():
+        if array.dtype.kind == "V":
+            renamed[name] = _NUMPY_TO_SAFETENSORS[array.dtype]
+            plain[name] = array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint8)
+        else:
+            plain[name] = array
+    payload = safetensors.numpy.save(plain, metadata=metadata)
+    if not renamed:
+        return payload
+    header_length = int.from_bytes(payload[:8], "little")
+    header = json.loads(payload[8:8 + header_length])
+    for name, dtype_name in renamed.items():
+        header[name]["dtype"] = dtype_name
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # safetensors pads the header to 8 bytes with spaces
+    return len(text).to_bytes(8, "little") + text + payload[8 + header_length:]
+
+
 _SUPPORTED_VALUES = ("tensors, numpy arrays, dict / OrderedDict (str or int keys), list, tuple, int, float, "
                      "str, bool and None")
 
@@ -176,7 +215,7 @@ def _serialize(obj: Any, target: str = "<bytes>") -> bytes:
         _STRUCTURE_KEY: structure_json,
         _CHECKSUM_KEY: _checksum(structure_json, encoder.arrays),
     }
-    payload = safetensors.numpy.save(encoder.arrays, metadata=metadata)
+    payload = _save_safetensors(encoder.arrays, metadata)
     header_length = int.from_bytes(payload[:8], "little")
     if header_length > _MAX_HEADER_BYTES:
         # Written anyway, the file could not be loaded again, by corenn or by safetensors.
@@ -250,6 +289,8 @@ class _Encoder:
         name = self._by_memory.get(memory_key) if memory_key is not None else None
         if name is None:
             array = _host_array(tensor)
+            if array.dtype.kind == "V":
+                _add_low_precision_dtypes()
             if array.dtype not in _NUMPY_TO_SAFETENSORS:
                 raise TypeError(f"corenn.save to {self._target}: cannot store a tensor of dtype {tensor.dtype} "
                                 f"at {_format_path(keys)}")
@@ -393,7 +434,7 @@ def load(f, map_location=None, *, weights_only: bool | None = True):
     A safetensors file without corenn's structure -- e.g. written by PyTorch with
     ``safetensors.torch.save_file(model.state_dict(), path)`` -- comes back as a flat
     ``dict[str, Tensor]`` in file order, ready for ``module.load_state_dict``. Tensors of
-    dtypes corenn lacks (``bfloat16``, ``uint32``, ...) raise :class:`CheckpointError`;
+    dtypes corenn lacks (``uint32``, ``complex64``, ...) raise :class:`CheckpointError`;
     convert them in PyTorch first (``{k: v.float() for k, v in sd.items()}``).
 
     Nothing in the file is ever executed: there is no pickle and no ``eval``. A file that is
@@ -864,6 +905,8 @@ def _parse_entry(name: str, info: Any, where: str) -> tuple[str, np.dtype, tuple
     if not isinstance(info, dict):
         raise bad("entry is not a JSON object")
     dtype_name = info.get("dtype")
+    if dtype_name in _LOW_PRECISION_SAFETENSORS:
+        _add_low_precision_dtypes()
     if dtype_name in _UNSUPPORTED_SAFETENSORS_DTYPES:
         supported = ", ".join(str(d) for d in _SAFETENSORS_TO_NUMPY.values())
         raise CheckpointError(f"{where}: tensor {name!r} has dtype {dtype_name}, which corenn does not "

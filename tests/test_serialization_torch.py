@@ -122,10 +122,16 @@ def test_torch_save_files_are_refused_without_unpickling(tmp_path, zipfile_forma
     assert os.listdir(tmp_path) == ["model.pt"]
 
 
-def test_bfloat16_weights_get_a_clear_error(tmp_path):
+def test_bfloat16_weights_load_as_bfloat16(tmp_path):
     path = tmp_path / "bf16.safetensors"
     safetensors_torch.save_file({"w": torch.ones(2, dtype=torch.bfloat16)}, path)
-    with pytest.raises(CheckpointError, match=r"tensor 'w' has dtype BF16, which corenn does not support"):
+    assert corenn.load(path)["w"].dtype is corenn.bfloat16
+
+
+def test_weights_of_a_dtype_corenn_lacks_get_a_clear_error(tmp_path):
+    path = tmp_path / "u32.safetensors"
+    safetensors_torch.save_file({"w": torch.ones(2, dtype=torch.uint32)}, path)
+    with pytest.raises(CheckpointError, match=r"tensor 'w' has dtype U32, which corenn does not support"):
         corenn.load(path)
 
 

@@ -96,6 +96,9 @@ def promote_pair(input, other):
         target = _dtype.dtype_with_scalar(input.dtype, other)
         if target is not input.dtype:
             input = input.to(target)
+        elif input._data.dtype.kind == "V" and other.__class__ is not bool:
+            # numpy would compute bfloat16 * 2.5 in float32 and keep float32: round the scalar instead
+            other = input._data.dtype.type(other)
         elif other.__class__ is int and target.category == 1:
             other = _wrap_integer(other, target)
         return input, other
@@ -133,7 +136,7 @@ def _coerce(value, like):
 def to_floating(input: Tensor) -> Tensor:
     """Integer and bool inputs of floating ops (exp, sqrt, ...) compute in the default float dtype."""
     try:
-        if input._data.dtype.kind == "f":
+        if input._data.dtype.kind in "fV":  # V: bfloat16 / float8 (ml_dtypes)
             return input
     except AttributeError:
         raise not_a_tensor("input", input) from None

@@ -940,7 +940,7 @@ def _rounding(name):
 
     def rounding(input, *, decimals=0):
         try:
-            floating = input._data.dtype.kind == "f"
+            floating = input._data.dtype.kind in "fV"  # V: bfloat16 / float8 (ml_dtypes)
         except AttributeError:
             raise not_tensors(input=input) from None
         if not floating:
@@ -960,7 +960,7 @@ fix = trunc
 def _floating_unary(name):
     def unary(input):
         try:
-            floating = input._data.dtype.kind == "f"
+            floating = input._data.dtype.kind in "fV"  # V: bfloat16 / float8 (ml_dtypes)
         except AttributeError:
             raise not_tensors(input=input) from None
         return run1(name, input if floating else to_floating(input))

@@ -17,11 +17,16 @@ class Matmul(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if a.dtype.kind == "V":  # bfloat16 (ml_dtypes): BLAS in float32, rounded once, as PyTorch's CPU kernels
+            return ctx.xp.matmul(a.astype("float32"), b.astype("float32")).astype(a.dtype)
         return ctx.xp.matmul(a, b)
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved
+        if a.dtype.kind == "V":  # bfloat16: gradients in float32, each rounded once
+            ctx.saved = (a.astype("float32"), b.astype("float32"))
+            return tuple(g.astype(a.dtype) for g in Matmul.backward(ctx, grad.astype("float32")))
         xp = ctx.xp
         if a.ndim == 1 and b.ndim == 1:
             return grad * b, grad * a

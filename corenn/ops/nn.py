@@ -79,6 +79,9 @@ def log_softmax(input, dim=None, dtype=None):
 
 
 def _linear(x, weight, bias):
+    if x.dtype.kind == "V":  # bfloat16 (ml_dtypes): BLAS in float32, rounded once, as PyTorch's CPU kernels
+        return _linear(x.astype("float32"), weight.astype("float32"),
+                       None if bias is None else bias.astype("float32")).astype(x.dtype)
     out = x @ weight.T
     if bias is not None:
         out += bias
@@ -106,6 +109,9 @@ class Linear(Op):
     def backward(ctx, grad):
         x, weight = ctx.saved
         bias_shape = ctx.bias_shape
+        low_precision = x.dtype if x.dtype.kind == "V" else None
+        if low_precision is not None:  # bfloat16: gradients computed in float32, each rounded once
+            grad, x, weight = grad.astype("float32"), x.astype("float32"), weight.astype("float32")
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             grad_x = grad @ weight
@@ -120,6 +126,9 @@ class Linear(Op):
                 grad_bias = grad.reshape(rows, grad.shape[-1]).sum(axis=0)
             else:  # a bias that broadcasts: (1,), (), (rows, 1), ...
                 grad_bias = sum_to_shape(grad, bias_shape)
+        if low_precision is not None:
+            grad_x, grad_weight, grad_bias = (None if g is None else g.astype(low_precision)
+                                              for g in (grad_x, grad_weight, grad_bias))
         # one gradient per positional input: a bias-free call has two
         return (grad_x, grad_weight) if bias_shape is None else (grad_x, grad_weight, grad_bias)
 

@@ -64,6 +64,8 @@ class Sum(Op):
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         if axes is None:
             ctx.grad_fn_name = "SumBackward0"
+        if dtype is None and a.dtype.kind == "V":  # bfloat16: accumulate in float32, round once (as PyTorch)
+            return a.sum(axis=axes, keepdims=keepdim, dtype="float32").astype(a.dtype)
         return a.sum(axis=axes, keepdims=keepdim, dtype=dtype)
 
     @staticmethod
@@ -78,6 +80,8 @@ class Mean(Op):
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         if axes is None:
             ctx.grad_fn_name = "MeanBackward0"
+        if a.dtype.kind == "V":  # bfloat16: accumulate in float32, round once (as PyTorch)
+            return a.mean(axis=axes, keepdims=keepdim, dtype="float32").astype(a.dtype)
         return a.mean(axis=axes, keepdims=keepdim)
 
     @staticmethod

@@ -145,6 +145,8 @@ _DEFAULT_INT = _dtype.int64
 
 def tensor_repr(t, prefix: str = "tensor(") -> str:
     values = t._host()
+    if values.dtype.kind == "V":  # bfloat16 / float8 (ml_dtypes): printed through float32, exactly
+        values = values.astype(np.float32)
     suffixes = []
     if t._device.type != "cpu":
         suffixes.append(f"device='{t._device}'")

@@ -471,6 +471,9 @@ class Tensor:
     def half(self):
         return self.to(_dtype.float16)
 
+    def bfloat16(self):
+        return self.to(_dtype.low_precision_dtype("bfloat16"))
+
     def int(self):
         return self.to(_dtype.int32)
 
