@@ -34,10 +34,11 @@ def set_torchrun_environment(environ=os.environ) -> None:
     """``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` from the MPI launcher's variables."""
     for rank, size, local_rank, local_size in _MPI_ENVIRONMENTS:
         if rank in environ:
-            environ.setdefault("RANK", environ[rank])
-            environ.setdefault("WORLD_SIZE", environ.get(size, "1"))
-            environ.setdefault("LOCAL_RANK", environ.get(local_rank, environ[rank]))
-            environ.setdefault("LOCAL_WORLD_SIZE", environ.get(local_size, environ.get(size, "1")))
+            # MPI's values win over any inherited from the launching shell.
+            environ["RANK"] = environ[rank]
+            environ["WORLD_SIZE"] = environ.get(size, "1")
+            environ["LOCAL_RANK"] = environ.get(local_rank, environ[rank])
+            environ["LOCAL_WORLD_SIZE"] = environ.get(local_size, environ.get(size, "1"))
             return
 
 

@@ -140,8 +140,6 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     _State.groups = {world: list(range(world.size))}
     _State.sequence = {world: 0}
     GroupMember.WORLD = world
-    os.environ.setdefault("RANK", str(world.rank))
-    os.environ.setdefault("WORLD_SIZE", str(world.size))
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:

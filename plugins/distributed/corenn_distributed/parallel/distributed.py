@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 
 import corenn
 import corenn.nn as nn
@@ -88,6 +89,29 @@ class _Bucket:
         self.work: Work | None = None
 
 
+class _GradReadyHook:
+    """The post-accumulate-grad hook on each parameter: tells its DDP (held weakly) that the gradient is ready.
+
+    A deep copy of the wrapped module (``copy.deepcopy(ddp.module)``, common for an EMA or
+    a reference model) copies the parameters' hooks too: a copy is inert, as the copied
+    parameters belong to no DDP.
+    """
+
+    def __init__(self, ddp):
+        self._ddp = weakref.ref(ddp) if ddp is not None else (lambda: None)
+
+    def __call__(self, param) -> None:
+        ddp = self._ddp()
+        if ddp is not None and ddp._expecting:
+            ddp._mark_ready(param)
+
+    def __deepcopy__(self, memo):
+        return _GradReadyHook(None)
+
+    def __reduce__(self):
+        return (_GradReadyHook, (None,))
+
+
 class DistributedDataParallel(nn.Module):
     """Data parallelism over the ranks of a process group (``torch.nn.parallel.DistributedDataParallel``).
 
@@ -147,8 +171,9 @@ class DistributedDataParallel(nn.Module):
         for bucket in self._buckets:
             for slot, p in enumerate(bucket.params):
                 self._bucket_of[id(p)] = (bucket, slot)
+        ready_hook = _GradReadyHook(self)
         object.__setattr__(self, "_hook_handles", [
-            p.register_post_accumulate_grad_hook(self._on_grad_ready) for p in self._params])
+            p.register_post_accumulate_grad_hook(ready_hook) for p in self._params])
         object.__setattr__(self, "_comm_hook", None)
         object.__setattr__(self, "_comm_state", None)
         # Per step: whether a reduction is expected, what is ready, the next bucket to start.
@@ -261,10 +286,6 @@ class DistributedDataParallel(nn.Module):
                     seen.add(id(next_node))
                     nodes.append(next_node)
         return reached
-
-    def _on_grad_ready(self, param) -> None:
-        if self._expecting:
-            self._mark_ready(param)
 
     def _mark_ready(self, param) -> None:
         if id(param) in self._ready:
