@@ -28,6 +28,7 @@ from corenn.ops.normalization import _batch_norm, _group_norm, _layer_norm
 from corenn.ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d,  # noqa: F401
                                 max_pool1d, max_pool2d)
 from corenn.tensor.tensor import Tensor
+from corenn import _autocast
 
 
 def _inplace(input, result, inplace):
@@ -319,6 +320,7 @@ def _same_shape(input, target, op):
     return input, target
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target)**2``, reduced by ``reduction``.
 
@@ -336,6 +338,7 @@ def _weighted_reduce(loss, reduction):
     return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean absolute error ``|input - target|``.
 
@@ -347,6 +350,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return run("l1_loss", input, target, reduction=reduction)
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``.
 
@@ -361,6 +365,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return run("smooth_l1_loss", input, target, reduction=reduction, param=float(beta))
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``.
 
@@ -390,6 +395,7 @@ def _class_input(input, target, op):
     return input, target, unbatched
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """Cross-entropy of logits ``input`` (N, C, *d) against class indices (N, *d) or probabilities (N, C, *d).
@@ -433,6 +439,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return out.squeeze(0) if unbatched and reduction == "none" else out
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities ``input`` (N, C, *d) at class indices ``target`` (N, *d).
 
@@ -459,6 +466,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return out.squeeze(0) if unbatched and reduction == "none" else out
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """``-w (t log x + (1 - t) log(1 - x))`` for probabilities ``input`` in [0, 1].
 
@@ -476,6 +484,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return run("binary_cross_entropy", input, target, weight, reduction=reduction)
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """Sigmoid + binary cross-entropy in one numerically stable step; ``pos_weight`` weights positives.
@@ -491,6 +500,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return run("binary_cross_entropy_with_logits", input, target, weight, pos_weight, reduction=reduction)
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Kullback-Leibler divergence ``target * (log target - input)`` for log-probabilities ``input``.
 
@@ -524,6 +534,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 # Attention
 # ---------------------------------------------------------------------------------------------------------
 
+@_autocast.autocast_op(_autocast.LOWER)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """``softmax(q @ k^T * scale + mask) @ v`` over the last two dims.

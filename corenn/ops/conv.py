@@ -7,6 +7,8 @@ A compiled backend replaces these by op name ("conv", "conv_transpose").
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import itertools
 import numbers
@@ -14,6 +16,7 @@ import numbers
 from corenn._argcheck import check_ints, named
 from corenn.kernels import recompute_overflow
 from corenn.ops._kernel import Op, check_tensor, kernel, run
+from corenn import _autocast
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -101,7 +104,33 @@ def _conv_transpose(xp, x, weight, bias, stride, padding, output_padding, dilati
     return out, x_g, full_size
 
 
+def _in_float32(op_class):
+    """bfloat16 (ml_dtypes) inputs: ``op_class``'s kernel runs in float32 (BLAS) and each result is rounded once,
+    as PyTorch's CPU kernels do; other dtypes run it unchanged, behind one dtype test."""
+    forward, backward = op_class.forward, op_class.backward
+
+    @functools.wraps(forward)  # the kernel reference reads the forward signature
+    def forward_any(ctx, x, weight, bias=None, **params):
+        if x.dtype.kind != "V":
+            return forward(ctx, x, weight, bias, **params)
+        ctx.low_precision = x.dtype
+        out = forward(ctx, x.astype("float32"), weight.astype("float32"),
+                      None if bias is None else bias.astype("float32"), **params)
+        return out.astype(x.dtype)
+
+    @functools.wraps(backward)
+    def backward_any(ctx, grad):
+        low_precision = ctx.__dict__.get("low_precision") if hasattr(ctx, "__dict__") else None
+        if low_precision is None:
+            return backward(ctx, grad)
+        grads = backward(ctx, grad.astype("float32"))
+        return tuple(None if g is None else g.astype(low_precision) for g in grads)
+    op_class.forward, op_class.backward = staticmethod(forward_any), staticmethod(backward_any)
+    return op_class
+
+
 @kernel("conv", "ConvolutionBackward0")
+@_in_float32
 class Conv(Op):
     """``x`` (N, C, *S), ``weight`` (O, C/groups, *k), ``bias`` (O,) or None.
 
@@ -143,6 +172,7 @@ class Conv(Op):
 
 
 @kernel("conv_transpose", "ConvolutionBackward0")
+@_in_float32
 class ConvTranspose(Op):
     """The adjoint of ``conv``: ``x`` (N, C_in, *S), ``weight`` (C_in, C_out/groups, *k), ``bias`` (C_out,)."""
 
@@ -268,6 +298,7 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, n):
     return out.squeeze(0) if unbatched else out
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-d convolution (cross-correlation) of ``input`` (N, C, L) with ``weight`` (O, C/groups, k).
 
@@ -279,6 +310,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-d convolution of ``input`` (N, C, H, W) with ``weight`` (O, C/groups, kh, kw).
 
@@ -288,6 +320,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 2)
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """3-d convolution of ``input`` (N, C, D, H, W) with ``weight`` (O, C/groups, kd, kh, kw).
 
@@ -324,6 +357,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     return out.squeeze(0) if unbatched else out
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """1-d transposed convolution (the gradient of conv1d); ``weight`` is (C_in, C_out/groups, k).
 
@@ -333,6 +367,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, 1)
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """2-d transposed convolution; ``weight`` is (C_in, C_out/groups, kh, kw).
 

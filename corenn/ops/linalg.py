@@ -6,6 +6,7 @@ import string
 from corenn._argcheck import check_number, named, not_tensors, type_name
 from corenn.ops._kernel import Op, kernel, run, sum_to_shape
 from corenn.tensor.tensor import Tensor
+from corenn import _autocast
 
 
 def _shape_str(shape):
@@ -65,6 +66,7 @@ def _check_matmul(a, b, op="matmul"):
                                  f"{_shape_str(b.shape if b.ndim > 1 else (inner_b, 1))})"))
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def matmul(input, other):
     """Matrix product with PyTorch's rules for 1-D, 2-D, batched and broadcast operands (``torch.matmul``)."""
     _check_matmul(input, other)
@@ -84,6 +86,7 @@ def matmul(input, other):
     return result
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def mm(input, mat2):
     """Product of two matrices (2-D only; ``torch.mm``)."""
     if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)):
@@ -93,6 +96,7 @@ def mm(input, mat2):
     return matmul(input, mat2)
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def bmm(input, mat2):
     """Batched product of 3-D tensors with equal batch sizes (``torch.bmm``)."""
     if not (isinstance(input, Tensor) and isinstance(mat2, Tensor)):
@@ -134,6 +138,7 @@ def outer(input, vec2):
 ger = outer
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if not (isinstance(input, Tensor) and isinstance(mat1, Tensor) and isinstance(mat2, Tensor)):
         raise not_tensors(input=input, mat1=mat1, mat2=mat2)
@@ -144,6 +149,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return product + (input if beta == 1 else input * beta)
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     if not (isinstance(input, Tensor) and isinstance(batch1, Tensor) and isinstance(batch2, Tensor)):
         raise not_tensors(input=input, batch1=batch1, batch2=batch2)
@@ -196,12 +202,20 @@ def _expand_ellipsis(equation, shapes):
 class Einsum(Op):
     @staticmethod
     def forward(ctx, *operands, terms, output):
+        low_precision = operands[0].dtype if operands and operands[0].dtype.kind == "V" else None
+        if low_precision is not None:  # bfloat16: numpy's einsum has no loop for it; float32, rounded once
+            operands = tuple(o.astype("float32") for o in operands)
         ctx.save_for_backward(*operands)
-        ctx.terms, ctx.output = terms, output
-        return ctx.xp.einsum(",".join(terms) + "->" + output, *operands)
+        ctx.terms, ctx.output, ctx.low_precision = terms, output, low_precision
+        out = ctx.xp.einsum(",".join(terms) + "->" + output, *operands)
+        return out if low_precision is None else out.astype(low_precision)
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.low_precision is not None:
+            low_precision, ctx.low_precision = ctx.low_precision, None
+            grads = Einsum.backward(ctx, grad.astype("float32"))
+            return tuple(None if g is None else g.astype(low_precision) for g in grads)
         operands = ctx.saved
         xp = ctx.xp
         grads = []
@@ -240,6 +254,7 @@ def _onto_diagonals(xp, grad, unique, term, operand):
     return xp.einsum(equation, grad, *[d for _, d in deltas])
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def einsum(equation, *operands):
     """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)`` (``torch.einsum``)."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):

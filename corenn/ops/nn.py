@@ -7,6 +7,7 @@ from corenn._argcheck import check_dtype, not_tensors
 from corenn.kernels import recompute_overflow
 from corenn.ops._kernel import Op, check_tensor, kernel, run, sum_to_shape, to_floating
 from corenn.tensor.tensor import Tensor, _normalize_dim
+from corenn import _autocast
 
 
 @kernel("softmax", "SoftmaxBackward0")
@@ -151,6 +152,7 @@ def _check_linear_bias(bias, input, weight):
                            f"{list(bias.shape)}")
 
 
+@_autocast.autocast_op(_autocast.LOWER)
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``).
 

@@ -8,6 +8,7 @@ from corenn import _dtype
 from corenn._argcheck import check_dtype, check_number, named, not_tensors
 from corenn.ops._kernel import Op, kernel, run, to_floating
 from corenn.tensor.tensor import Tensor, _normalize_dim
+from corenn import _autocast
 
 
 class return_types:
@@ -344,6 +345,7 @@ def _short_name(d):
             "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}[d.name]
 
 
+@_autocast.autocast_op(_autocast.FLOAT32)
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)

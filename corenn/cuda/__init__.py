@@ -73,3 +73,11 @@ def memory_allocated(device=None) -> int:
 
 def max_memory_allocated(device=None) -> int:
     return int(memory_stats(device).get("allocated_bytes.all.peak", 0))
+
+
+def __getattr__(name):
+    # corenn.cuda.amp (PyTorch's older autocast / GradScaler spellings), loaded on first use.
+    if name == "amp":
+        import importlib
+        return importlib.import_module("corenn.cuda.amp")
+    raise AttributeError(f"module 'corenn.cuda' has no attribute {name!r}")
