@@ -85,6 +85,7 @@ class SoloPlugin:
 
 def test_a_third_party_backend_registered_through_the_hook_runs_collectives_and_ddp(corenn_plugin):
     record = corenn_plugin(SoloPlugin(), name="solo-backend")
+    assert record.hooks == ["corenn_register_process_group_backends"]
     assert record.process_group_backends == ["solo"]
     assert dist.is_backend_available("solo")
     SoloGroup.calls.clear()
