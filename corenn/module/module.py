@@ -863,6 +863,15 @@ class Module:
         """
         return self._apply(lambda t: t.double() if t.is_floating_point() else t)
 
+    def share_memory(self) -> "Module":
+        """Move every parameter and buffer (and existing gradient) into shared memory (``Tensor.share_memory_``),
+        so processes of :mod:`corenn.multiprocessing` that receive the module update one copy (Hogwild)."""
+        for tensor in (*self.parameters(), *self.buffers()):
+            tensor.share_memory_()
+            if tensor.grad is not None:
+                tensor.grad.share_memory_()
+        return self
+
     def half(self) -> "Module":
         """Cast floating-point parameters and buffers to float16.
 
@@ -872,15 +881,6 @@ class Module:
             corenn.float16
         """
         return self._apply(lambda t: t.half() if t.is_floating_point() else t)
-
-    def share_memory(self) -> "Module":
-        """Kept for PyTorch compatibility: corenn worker processes receive tensors through shared memory already.
-
-        Example::
-
-            >>> m = nn.Linear(2, 2).share_memory()
-        """
-        return self
 
     # ------------------------------------------------------------------------------------------------
     # Calling and hooks

@@ -471,6 +471,16 @@ class Tensor:
     def half(self):
         return self.to(_dtype.float16)
 
+    def share_memory_(self) -> "Tensor":
+        """Move the data into shared memory, in place (``torch.Tensor.share_memory_``): see :mod:`corenn.multiprocessing`."""
+        from corenn.multiprocessing import _sharing
+        return _sharing.share_memory_tensor(self)
+
+    def is_shared(self) -> bool:
+        """Whether the data is in shared memory (``share_memory_``, or received from another process)."""
+        from corenn.multiprocessing import _sharing
+        return _sharing.is_shared(self)
+
     def bfloat16(self):
         return self.to(_dtype.low_precision_dtype("bfloat16"))
 
