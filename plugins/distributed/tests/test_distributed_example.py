@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_mpi
+from distributed_jobs import needs_mpi
 
 pytestmark = needs_mpi
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "ddp_digits.py"

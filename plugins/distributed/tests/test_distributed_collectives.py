@@ -5,7 +5,7 @@ must give from all ranks' inputs with numpy and compares.
 """
 from __future__ import annotations
 
-from conftest import needs_mpi
+from distributed_jobs import needs_mpi
 
 pytestmark = needs_mpi
 

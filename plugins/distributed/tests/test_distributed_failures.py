@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import needs_mpi
+from distributed_jobs import needs_mpi
 
 pytestmark = needs_mpi
 

@@ -8,7 +8,7 @@ names them, and find_unused_parameters=True), buffers broadcast, a tied weight.
 """
 from __future__ import annotations
 
-from conftest import needs_mpi
+from distributed_jobs import needs_mpi
 
 pytestmark = needs_mpi
 

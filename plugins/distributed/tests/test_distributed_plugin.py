@@ -16,7 +16,7 @@ import corenn
 import corenn.distributed as dist
 import corenn_distributed
 from corenn_distributed.backend import CompletedWork, ProcessGroup
-from conftest import needs_mpi
+from distributed_jobs import needs_mpi
 
 
 def test_the_plugin_is_active_and_provides_pytorchs_import_paths():
