@@ -1,0 +1,74 @@
+"""bfloat16 vs float32 inference of a matmul-heavy MLP, corenn and PyTorch in one run (medians, ratios).
+
+MLP 1024 -> 2048 -> 2048 -> 1024 (GELU), batch 256, under no_grad. corenn's bfloat16 matmuls convert
+to float32, run BLAS and round the result (numpy has no bfloat16 BLAS), so bfloat16 costs conversions
+on top of the float32 work; PyTorch uses native bf16 kernels (oneDNN) where the CPU has avx512_bf16/AMX.
+
+    python benchmarks/bench_bfloat16.py
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+SIZES, BATCH, REPEATS = (1024, 2048, 2048, 1024), 256, 15
+
+
+def _median(fn, repeats=REPEATS):
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _cpu_flags() -> str:
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return "unknown"
+    return ", ".join(f for f in ("avx512_bf16", "amx_bf16", "avx512f", "avx2") if f in flags) or "none"
+
+
+def main():
+    import corenn
+    rows = []
+    layers = []
+    for a, b in zip(SIZES, SIZES[1:]):
+        layers += [corenn.nn.Linear(a, b), corenn.nn.GELU()]
+    model = corenn.nn.Sequential(*layers[:-1])
+    x = corenn.randn(BATCH, SIZES[0])
+    with corenn.no_grad():
+        f32 = _median(lambda: model(x))
+        model_bf16, x_bf16 = model.to(corenn.bfloat16), x.to(corenn.bfloat16)
+        bf16 = _median(lambda: model_bf16(x_bf16))
+    rows.append(("corenn", f32, bf16))
+    try:
+        import torch
+        torch_layers = []
+        for a, b in zip(SIZES, SIZES[1:]):
+            torch_layers += [torch.nn.Linear(a, b), torch.nn.GELU()]
+        torch_model = torch.nn.Sequential(*torch_layers[:-1])
+        tx = torch.randn(BATCH, SIZES[0])
+        with torch.no_grad():
+            t32 = _median(lambda: torch_model(tx))
+            torch_model = torch_model.bfloat16()
+            tb16 = _median(lambda: torch_model(tx.bfloat16()))
+        rows.append(("pytorch", t32, tb16))
+    except ImportError:
+        pass
+    print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, inference; CPU flags: {_cpu_flags()}")
+    print(f"{'framework':10} {'float32 ms':>11} {'bfloat16 ms':>12} {'bf16/f32':>9}")
+    for name, a, b in rows:
+        print(f"{name:10} {a * 1e3:11.2f} {b * 1e3:12.2f} {b / a:8.2f}x")
+    if len(rows) == 2:
+        print(f"corenn/pytorch: float32 {rows[0][1] / rows[1][1]:.2f}x, bfloat16 {rows[0][2] / rows[1][2]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
