@@ -79,7 +79,7 @@ def test_plugins_json_is_complete_and_parses(site):
                    "kernels": [{"op": "relu", "device_type": "toy", "priority": 10, "overrides": ["corenn.ops"],
                                 "shadowed_by": None}],
                    "process_group_backends": [], "fx_leaf_rules": 0, "module_state_handlers": 0, "op_observers": 0,
-                   "import_paths": {}, "detached": []}
+                   "import_paths": {}, "names": [], "detached": []}
     assert by_name["accel"]["status"] == "unavailable"
     assert by_name["accel"]["reason"] == "no accelerator on this machine"
     assert by_name["broken_hook"]["status"] == "failed" and by_name["broken_hook"]["devices"] == []

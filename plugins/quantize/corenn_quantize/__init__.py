@@ -34,20 +34,6 @@ def corenn_register_names():
     return TOP_LEVEL_NAMES
 
 
-class PerChannelObserverState:
-    """Loads per-channel observer state into a fresh observer, whose min/max buffers are still empty."""
-
-    @staticmethod
-    def load_state_dict_pre(module, state_dict, prefix):
-        if isinstance(module, observer.PerChannelMinMaxObserver):
-            module.load_state_dict_pre_resize(state_dict, prefix)
-
-
-@corenn.hookimpl
-def corenn_module_state_handlers():
-    return [PerChannelObserverState()]
-
-
 @corenn.hookimpl
 def corenn_register_import_paths():
     return {"corenn.ao.quantization": "corenn_quantize"}

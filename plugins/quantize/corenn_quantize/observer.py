@@ -178,6 +178,7 @@ class PerChannelMinMaxObserver(ObserverBase):
         self.ch_axis = ch_axis
         self.register_buffer("min_val", corenn.tensor([]))
         self.register_buffer("max_val", corenn.tensor([]))
+        self.register_load_state_dict_pre_hook(_resize_per_channel_buffers)
 
     def forward(self, x_orig):
         if x_orig.numel() == 0:
@@ -198,15 +199,16 @@ class PerChannelMinMaxObserver(ObserverBase):
     def calculate_qparams(self):
         return self.calculate_qparams_from(self.min_val.numpy(), self.max_val.numpy())
 
-    def load_state_dict_pre_resize(self, state_dict, prefix):
-        """Per-channel buffers have the size of the data seen, so a fresh observer takes the saved size."""
-        for name in ("min_val", "max_val"):
-            if prefix + name in state_dict:
-                setattr(self, name, corenn.zeros(state_dict[prefix + name].shape))
-
     def reset_min_max_vals(self):
         self.min_val = corenn.tensor([])
         self.max_val = corenn.tensor([])
+
+
+def _resize_per_channel_buffers(module, state_dict, prefix, *args):
+    # Per-channel buffers have the size of the data seen, so a fresh observer takes the saved size.
+    for name in ("min_val", "max_val"):
+        if prefix + name in state_dict:
+            setattr(module, name, corenn.zeros(tuple(state_dict[prefix + name].shape)))
 
 
 class MovingAveragePerChannelMinMaxObserver(PerChannelMinMaxObserver):
