@@ -26,6 +26,7 @@ _SOURCES = {
     "loss": ["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
              "BCEWithLogitsLoss", "KLDivLoss"],
     "transformer": ["TransformerEncoderLayer", "TransformerEncoder"],
+    "rnn": ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"],
 }
 _OWNER = {name: module for module, names in _SOURCES.items() for name in names}
 

@@ -1,4 +1,4 @@
-"""``corenn.nn.utils``: gradient clipping, flat parameter vectors and ``skip_init``.
+"""``corenn.nn.utils``: gradient clipping, flat parameter vectors, ``skip_init`` and ``rnn`` (packed sequences).
 
 Example::
 
@@ -10,9 +10,10 @@ from corenn.nn.utils.clip_grad import (clip_grad_norm, clip_grad_norm_, clip_gra
                                        clip_grads_with_norm_, get_total_norm)
 from corenn.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
 from corenn.nn.utils.init import skip_init  # noqa: F401
+from corenn.nn.utils import rnn  # noqa: F401,E402  (pad_sequence, pack_padded_sequence, PackedSequence)
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
-           "parameters_to_vector", "vector_to_parameters", "skip_init"]
+           "parameters_to_vector", "vector_to_parameters", "skip_init", "rnn"]
 
 
 def __getattr__(name):
