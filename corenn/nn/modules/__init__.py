@@ -25,7 +25,8 @@ _SOURCES = {
                    "LogSigmoid", "Tanhshrink", "MultiheadAttention"],
     "loss": ["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
              "BCEWithLogitsLoss", "KLDivLoss"],
-    "transformer": ["TransformerEncoderLayer", "TransformerEncoder"],
+    "transformer": ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder",
+                    "Transformer"],
     "rnn": ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"],
 }
 _OWNER = {name: module for module, names in _SOURCES.items() for name in names}

@@ -281,32 +281,49 @@ class MultiheadAttention(Module):
                              f"num_heads={num_heads} instead")
         if embed_dim % num_heads != 0:
             raise AssertionError("embed_dim must be divisible by num_heads")
-        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim different from "
-                                      "embed_dim are not supported")
+        factory = dict(device=device, dtype=dtype)
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
-        self.kdim = self.vdim = embed_dim
-        self._qkv_same_embed_dim = True
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
-        self.in_proj_weight = Parameter(corenn.empty((3 * embed_dim, embed_dim), device=device, dtype=dtype))
-        self.register_parameter("q_proj_weight", None)
-        self.register_parameter("k_proj_weight", None)
-        self.register_parameter("v_proj_weight", None)
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(corenn.empty((3 * embed_dim, embed_dim), **factory))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:  # keys/values of other widths get their own projections (PyTorch's names)
+            self.q_proj_weight = Parameter(corenn.empty((embed_dim, embed_dim), **factory))
+            self.k_proj_weight = Parameter(corenn.empty((embed_dim, self.kdim), **factory))
+            self.v_proj_weight = Parameter(corenn.empty((embed_dim, self.vdim), **factory))
+            self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(corenn.empty(3 * embed_dim, device=device, dtype=dtype))
+            self.in_proj_bias = Parameter(corenn.empty(3 * embed_dim, **factory))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **factory)
+        if add_bias_kv:  # one learned key and value appended to every sequence
+            self.bias_k = Parameter(corenn.empty((1, 1, embed_dim), **factory))
+            self.bias_v = Parameter(corenn.empty((1, 1, embed_dim), **factory))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -325,30 +342,46 @@ class MultiheadAttention(Module):
         source = key.shape[0]
         if embed != self.embed_dim:
             raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {embed}")
+        if key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
+            raise AssertionError(f"MultiheadAttention: expected key and value of widths kdim={self.kdim} and "
+                                 f"vdim={self.vdim}, got {key.shape[-1]} and {value.shape[-1]}")
+        if key_padding_mask is not None and tuple(key_padding_mask.shape) != (batch, source):
+            raise AssertionError(f"expecting key_padding_mask shape of {(batch, source)}, but got "
+                                 f"{tuple(key_padding_mask.shape)}")
         heads, head_dim = self.num_heads, self.head_dim
-        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        if is_causal and attn_mask is None:
+            attn_mask = corenn.ones(length, source, dtype=corenn.bool, device=query.device).triu(1)
+        if attn_mask is not None and attn_mask.ndim == 3:
+            attn_mask = attn_mask.reshape(batch, heads, length, source)
         b_q = b_k = b_v = None
         if self.in_proj_bias is not None:
             b_q, b_k, b_v = self.in_proj_bias.chunk(3)
+        if self._qkv_same_embed_dim:
+            w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        else:
+            w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         q = F.linear(query, w_q, b_q)
         k = F.linear(key, w_k, b_k)
         v = F.linear(value, w_v, b_v)
+        if self.bias_k is not None:
+            k = corenn.cat([k, self.bias_k.expand(1, batch, embed)])
+            v = corenn.cat([v, self.bias_v.expand(1, batch, embed)])
+            attn_mask, key_padding_mask = self._extend_masks(attn_mask, key_padding_mask)
+            source += 1
 
         def split_heads(t, size):  # (S, N, E) -> (N, H, S, D)
             return t.reshape(size, batch, heads, head_dim).permute(1, 2, 0, 3)
 
         q, k, v = split_heads(q, length), split_heads(k, source), split_heads(v, source)
+        if self.add_zero_attn:  # one all-zero key and value, so every query can attend to "nothing"
+            zeros = corenn.zeros((batch, heads, 1, head_dim), dtype=k.dtype, device=k.device)
+            k, v = corenn.cat([k, zeros], dim=2), corenn.cat([v, zeros], dim=2)
+            attn_mask, key_padding_mask = self._extend_masks(attn_mask, key_padding_mask)
+            source += 1
         scores = corenn.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))
-        if is_causal and attn_mask is None:
-            attn_mask = corenn.ones(length, source, dtype=corenn.bool, device=query.device).triu(1)
         if attn_mask is not None:
-            if attn_mask.ndim == 3:
-                attn_mask = attn_mask.reshape(batch, heads, length, source)
             scores = self._apply_mask(scores, attn_mask)
         if key_padding_mask is not None:
-            if tuple(key_padding_mask.shape) != (batch, source):
-                raise AssertionError(f"expecting key_padding_mask shape of {(batch, source)}, but got "
-                                     f"{tuple(key_padding_mask.shape)}")
             scores = self._apply_mask(scores, key_padding_mask.reshape(batch, 1, 1, source))
         weights = F.softmax(scores, dim=-1)
         if self.dropout > 0.0 and self.training:
@@ -365,6 +398,16 @@ class MultiheadAttention(Module):
         if average_attn_weights:
             weights = weights.mean(dim=1)
         return out, (weights if batched else weights.squeeze(0))
+
+    @staticmethod
+    def _extend_masks(*masks):
+        """Each mask with one more key column that masks nothing (for the appended bias or zero key)."""
+        def extend(mask):
+            if mask is None:
+                return None
+            column = corenn.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype, device=mask.device)
+            return corenn.cat([mask, column], dim=-1)
+        return tuple(extend(mask) for mask in masks)
 
     @staticmethod
     def _apply_mask(scores, mask):
