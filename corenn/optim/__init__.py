@@ -9,10 +9,18 @@ Example::
     ...     sched.step()
 """
 from corenn.optim import lr_scheduler
+from corenn.optim.adadelta import Adadelta
 from corenn.optim.adagrad import Adagrad
 from corenn.optim.adam import Adam, AdamW
+from corenn.optim.adamax import Adamax
+from corenn.optim.asgd import ASGD
+from corenn.optim.lbfgs import LBFGS
+from corenn.optim.nadam import NAdam
+from corenn.optim.radam import RAdam
+from corenn.optim.rprop import Rprop
 from corenn.optim.optimizer import Optimizer, OptimizerLoadResult
 from corenn.optim.rmsprop import RMSprop
 from corenn.optim.sgd import SGD
 
-__all__ = ["Optimizer", "OptimizerLoadResult", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "OptimizerLoadResult", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler"]
