@@ -65,12 +65,14 @@ def __getattr__(name):
     # Subpackages load on first use, keeping ``import corenn`` fast.
     import importlib
     if name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda", "accelerator", "backends", "amp",
-                "cpu", "multiprocessing"):
+                "cpu", "multiprocessing", "jit", "compiler"):
         return importlib.import_module(f"corenn.{name}")
     if name in _dtype.LOW_PRECISION_NAMES:  # bfloat16, float8_*: ml_dtypes loads on first use
         return _dtype.low_precision_dtype(name)
     if name in ("set_float32_matmul_precision", "get_float32_matmul_precision"):
         return getattr(importlib.import_module("corenn.backends.cuda"), name)
+    if name == "compile":  # torch.compile's spelling; corenn.compiler loads on first use
+        return importlib.import_module("corenn.compiler").compile
     if name in ("save", "load"):
         serialization = importlib.import_module("corenn.serialization")
         return getattr(serialization, name)

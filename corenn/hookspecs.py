@@ -109,6 +109,23 @@ def corenn_register_process_group_backends() -> Mapping[str, Callable[..., Any]]
 
 
 @hookspec
+def corenn_register_compile_backends() -> Mapping[str, Callable[..., Any]]:
+    """Return ``{name: backend}``: compile backends that ``corenn.compile(..., backend=name)`` can use.
+
+    When: on each ``corenn.compile(...)`` call that names a backend the core doesn't ship, and by
+    ``corenn.compiler.list_backends()``.
+    Receives: nothing.
+    Returns: a mapping of backend name to a callable ``backend(program) -> runner``: ``program``
+    is a captured :class:`corenn.compiler._capture.Program` (its ``steps`` and ``replay``); the
+    runner is called with the call's input tensors, in the order they appear in the arguments,
+    and returns what the function returns; a backend returning None makes every call eager.
+    First answer wins: no, every plugin's mapping is merged in registration order (a later
+    plugin's name overrides an earlier one's); the core's ``"replay"`` and ``"eager"`` are
+    built in and cannot be overridden.
+    """
+
+
+@hookspec
 def corenn_fx_leaf_modules() -> Iterable[Callable[[Any, str], bool | None]]:
     """Return rules ``rule(module, qualified_name) -> bool | None`` that FX tracing asks about each module.
 

@@ -28,6 +28,7 @@ def signature_line(function) -> str:
 def test_the_hookspec_module_declares_the_expected_contract():
     assert HOOK_NAMES == ["corenn_add_hookspecs", "corenn_fx_leaf_modules", "corenn_info_lines",
                           "corenn_module_state_handlers", "corenn_op_observers", "corenn_register_backends",
+                          "corenn_register_compile_backends",
                           "corenn_register_import_paths", "corenn_register_kernels", "corenn_register_names",
                           "corenn_register_process_group_backends"]
     for name in HOOK_NAMES:

@@ -303,7 +303,7 @@ def run(op_name: str, *inputs, **params):
     ctx.xp = device._xp
     try:
         if _observers:
-            out = _observed_forward(op_name, kernel, ctx, device, arrays, params)
+            out = _observed_forward(op_name, kernel, ctx, device, arrays, params, inputs)
         else:
             out = kernel.forward(ctx, *arrays, **params)
     except Exception as error:
@@ -485,9 +485,12 @@ def _restate(op_name, inputs, error):
                 raise kind(message) from error
 
 
-def _observed_forward(op_name, kernel, ctx, device, arrays, params):
+def _observed_forward(op_name, kernel, ctx, device, arrays, params, inputs=()):
     # Over a copy: a plugin's observer that raises is detached from the list while the op runs.
     # One whose op_start raised gets no op_end, so the others' calls stay paired.
+    # An observer with ``op_dispatched`` (corenn.compiler's capture) also sees the kernel, its
+    # inputs and params and the forward result, normalised here as ``run`` would (0-d numpy
+    # scalars become arrays), so that the arrays it sees are the ones the output tensors hold.
     observers = _observers[:]
     failed = ()
     for observer in observers:
@@ -501,6 +504,14 @@ def _observed_forward(op_name, kernel, ctx, device, arrays, params):
                 raise
             failed += (id(observer),)
     out = kernel.forward(ctx, *arrays, **params)
+    if out.__class__ in _SCALAR_TYPES:
+        out = _asarray(out)
+    elif out.__class__ is tuple:
+        out = tuple([_asarray(o) if o.__class__ in _SCALAR_TYPES else o for o in out])
+    for observer in observers:
+        dispatched = getattr(observer, "op_dispatched", None)
+        if dispatched is not None:
+            dispatched(op_name, kernel, ctx, device, inputs, arrays, params, out)
     for observer in reversed(observers):
         if failed and id(observer) in failed:
             continue

@@ -1,0 +1,710 @@
+"""Capture a call's kernel sequence through the dispatcher, and replay it on new inputs.
+
+Capture runs the function eagerly once, with a :class:`Recorder` among the dispatcher's op
+observers (``corenn.autograd.node._observed_forward`` hands it each kernel, its inputs, params
+and result). Every array a kernel reads is traced to where it came from:
+
+- an input tensor of the call (a *slot* filled when a replay starts),
+- the output of an earlier kernel (a slot that kernel fills),
+- a tensor from outside the call (a parameter, a closure's tensor, an optimizer's state): a
+  *load* step reads that tensor's array when the replay reaches it, so updates made between
+  calls (``optimizer.step()``) are seen,
+- ``p.grad`` of a leaf after a captured ``backward()``: a load of the leaf's ``.grad`` then,
+- a constant made inside the call from Python values (``corenn.arange(n)``), kept as it is.
+
+Besides kernels a program has a few other steps, each what eager code does: ``backward()``
+(the real engine runs on the replayed graph), ``optimizer.step()`` / ``zero_grad()`` and
+``lr_scheduler.step()`` (run eagerly: their Python state, step counts and learning rates,
+must advance), dropout's keep-mask draw (drawn again from corenn's RNG, so randomness and RNG
+state match eager), and in-place writes made without autograd (``p -= lr * p.grad`` under
+``no_grad``).
+
+What cannot be replayed is detected while capturing and makes the call *unsupported*
+(:class:`Unsupported`, with the user's file and line): reading values on the host (``.item()``,
+``.tolist()``, ``bool(t)``, printing), other random draws, ``autograd.grad``, custom
+``autograd.Function``, tensor hooks added inside the call, arrays made outside the dispatcher
+and handed to a kernel (a boolean-mask index), and any array changed in place outside the
+dispatcher (found by comparing every array the capture saw against a copy taken when it
+was seen).
+"""
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+
+from corenn.autograd import node as _node
+
+_ORIGINALS: dict = {}  # (owner, name) -> the original attribute, while a capture has patched it
+_active = threading.local()  # .recorder: the capture running in this thread, if any
+_patch_lock = threading.Lock()
+_patch_depth = 0
+
+
+class Unsupported(RuntimeError):
+    """A call cannot be captured for replay (``torch._dynamo.exc.Unsupported``): the reason names the line.
+
+    With ``fullgraph=False`` (the default) such a call runs eagerly, with one warning; with
+    ``fullgraph=True`` this error is raised.
+    """
+
+
+def _user_line() -> str:
+    """``file:line`` of the innermost frame outside corenn: where the user's code asked for it."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if "/corenn/" not in filename.replace("\\", "/") or "/tests/" in filename.replace("\\", "/"):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def capturing() -> bool:
+    """Whether a capture is running in the calling thread (``torch.compiler.is_compiling``)."""
+    return getattr(_active, "recorder", None) is not None
+
+
+def _recorder():
+    """The calling thread's recorder when it is recording (not inside an eagerly run step)."""
+    recorder = getattr(_active, "recorder", None)
+    if recorder is None or recorder.paused:
+        return None
+    return recorder
+
+
+# -- patches, in place only while some thread captures --------------------------------------------
+
+def _break_on_call(owner, name, what):
+    original = getattr(owner, name)
+
+    def patched(*args, **kwargs):
+        recorder = _recorder()
+        if recorder is not None:
+            recorder.unsupported(what)
+        return original(*args, **kwargs)
+    return original, patched
+
+
+def _eager_step_on_call(owner, name):
+    """``owner.name(self, ...)`` runs eagerly during capture and again, eagerly, at each replay."""
+    original = owner.__dict__[name]
+
+    def patched(self, *args, **kwargs):
+        recorder = _recorder()
+        if recorder is None:
+            return original(self, *args, **kwargs)
+        return recorder.eager_step(original, self, args, kwargs, f"{type(self).__name__}.{name}()")
+    return original, patched
+
+
+def _patches():
+    from corenn.autograd import function as autograd_function
+    import corenn.autograd as autograd
+    from corenn.module.module import Module
+    from corenn.nn import functional
+    from corenn.optim import lr_scheduler, optimizer
+    from corenn.tensor import random as random_module
+    from corenn.tensor.tensor import Tensor
+
+    patches = []
+    for name, what in (("item", "Tensor.item() reads a value on the host"),
+                       ("tolist", "Tensor.tolist() reads values on the host"),
+                       ("numpy", "Tensor.numpy() reads values on the host"),
+                       ("__bool__", "bool(tensor) (an `if` on a tensor's value) reads a value on the host"),
+                       ("__float__", "float(tensor) reads a value on the host"),
+                       ("__int__", "int(tensor) reads a value on the host"),
+                       ("__index__", "using a tensor as a Python index reads a value on the host"),
+                       ("__array__", "converting a tensor to a numpy array reads values on the host"),
+                       ("__repr__", "printing a tensor reads values on the host"),
+                       ("__format__", "formatting a tensor reads values on the host"),
+                       ("register_hook", "Tensor.register_hook inside a compiled call"),
+                       ("retain_grad", "Tensor.retain_grad inside a compiled call")):
+        patches.append((Tensor, name, *_break_on_call(Tensor, name, what)))
+    patches.append((builtins, "print", *_break_on_call(builtins, "print", "print() is a Python side effect")))
+    patches.append((random_module, "_generator", *_break_on_call(
+        random_module, "_generator", "random numbers drawn from corenn's RNG (rand, randn, normal_, ...) other "
+                                     "than dropout's")))
+    patches.append((autograd, "grad", *_break_on_call(autograd, "grad", "corenn.autograd.grad inside a compiled "
+                                                                         "call")))
+    patches.append((autograd_function.Function, "apply", *_break_on_call(
+        autograd_function.Function, "apply", "a custom autograd.Function (its forward runs outside the dispatcher)")))
+    if "apply" in autograd_function.Function.__dict__:
+        patches[-1] = (autograd_function.Function, "apply", autograd_function.Function.__dict__["apply"],
+                       _classmethod_breaking(autograd_function.Function.__dict__["apply"]))
+    patches.append((autograd, "backward", autograd.backward, _backward_step(autograd.backward)))
+    patches.append((Tensor, "_write", Tensor._write, _write_step(Tensor._write)))
+    patches.append((functional, "_keep_mask", functional._keep_mask, _keep_mask_step(functional._keep_mask)))
+    # Methods whose Python state must advance at each call: run eagerly at replay.
+    classes = [(optimizer.Optimizer, ("step", "zero_grad")), (Module, ("zero_grad",))]
+    stack = list(optimizer.Optimizer.__subclasses__()) + [lr_scheduler.LRScheduler] \
+        if hasattr(lr_scheduler, "LRScheduler") else list(optimizer.Optimizer.__subclasses__())
+    seen = set()
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        classes.append((cls, ("step", "zero_grad")))
+        stack.extend(cls.__subclasses__())
+    for cls, names in classes:
+        for name in names:
+            if name in cls.__dict__:
+                patches.append((cls, name, *_eager_step_on_call(cls, name)))
+    return patches
+
+
+def _classmethod_breaking(descriptor):
+    function = descriptor.__func__
+
+    def apply(cls, *args, **kwargs):
+        recorder = _recorder()
+        if recorder is not None:
+            recorder.unsupported("a custom autograd.Function (its forward runs outside the dispatcher)")
+        return function(cls, *args, **kwargs)
+    return classmethod(apply)
+
+
+def _backward_step(original):
+    def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+        recorder = _recorder()
+        if recorder is None:
+            return original(tensors, grad_tensors, retain_graph=retain_graph, create_graph=create_graph,
+                            inputs=inputs)
+        return recorder.backward_step(original, tensors, grad_tensors, retain_graph, create_graph, inputs)
+    return backward
+
+
+def _write_step(original):
+    def _write(self, array):
+        recorder = _recorder()
+        if recorder is None:
+            return original(self, array)
+        return recorder.write_step(original, self, array)
+    return _write
+
+
+def _keep_mask_step(original):
+    def _keep_mask(like, p, shape=None):
+        recorder = _recorder()
+        if recorder is None:
+            return original(like, p, shape)
+        return recorder.keep_mask_step(original, like, p, shape)
+    return _keep_mask
+
+
+def _install_patches():
+    global _patch_depth
+    with _patch_lock:
+        _patch_depth += 1
+        if _patch_depth > 1:
+            return
+        for owner, name, original, patched in _patches():
+            _ORIGINALS[(owner, name)] = original
+            setattr(owner, name, patched)
+
+
+def _remove_patches():
+    global _patch_depth
+    with _patch_lock:
+        _patch_depth -= 1
+        if _patch_depth:
+            return
+        for (owner, name), original in _ORIGINALS.items():
+            setattr(owner, name, original)
+        _ORIGINALS.clear()
+
+
+# -- the program ----------------------------------------------------------------------------------
+
+KERNEL, LOAD, LOAD_GRAD, BACKWARD, EAGER, WRITE, KEEP_MASK = range(7)
+
+
+class _SlotRef:
+    """A marker in a params structure: "the array in slot ``index``" (an advanced index, a mask)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _is_array(value) -> bool:
+    """A device array (not a numpy scalar, a dtype or a tensor): what kernels read as data."""
+    return (value.__class__ not in _node._SCALAR_TYPES and hasattr(value, "strides") and hasattr(value, "dtype")
+            and not isinstance(value, _node._Tensor))
+
+
+def _has_slot_refs(value) -> bool:
+    if value.__class__ is _SlotRef:
+        return True
+    if value.__class__ in (tuple, list):
+        return any(_has_slot_refs(v) for v in value)
+    return False
+
+
+def _fill(value, env):
+    if value.__class__ is _SlotRef:
+        return env[value.index]
+    if value.__class__ in (tuple, list):
+        return value.__class__(_fill(v, env) for v in value)
+    return value
+
+
+class Recorder:
+    """Records one eager call as a :class:`Program` (see the module docstring)."""
+
+    def __init__(self, input_tensors, *, fullgraph: bool):
+        self.thread = threading.get_ident()
+        self.fullgraph = fullgraph
+        self.paused = False
+        self.reasons: list[str] = []
+        self.steps: list = []
+        self.env_size = 0
+        self.constants: dict[int, object] = {}
+        self.slot_of_array: dict[int, int] = {}
+        self.keep_alive: list = []  # every array and tensor seen: their ids must not be reused meanwhile
+        self.snapshots: dict[int, tuple] = {}  # id(array) -> (array, bytes when seen or last legitimately changed)
+        self.step_of_node: dict[int, int] = {}
+        self.nodes: list = []  # the captured ctx of each kernel step (None for other steps)
+        self.inputs = list(input_tensors)
+        self.input_index = {id(t): i for i, t in enumerate(self.inputs)}
+        # Non-leaf inputs: edges into their nodes must point at the node of each replay's input.
+        self.input_node = {id(t._grad_fn): i for i, t in enumerate(self.inputs) if t._grad_fn is not None}
+        self.externals: dict[int, object] = {}  # id -> tensor from outside the call that a kernel read
+        self.first_arrays: dict[int, object] = {}  # id(tensor) -> its array when first seen
+        for t in self.inputs:
+            slot = self._new_slot(t._data)
+            self.first_arrays[id(t)] = t._data
+        self.num_inputs = len(self.inputs)
+
+    # observer protocol: the recorder sits in the dispatcher's observer list while capturing
+    def op_start(self, op_name, device, arrays):
+        pass
+
+    def op_end(self, op_name, device, out):
+        pass
+
+    def unsupported(self, what: str) -> None:
+        reason = f"{what} (at {_user_line()})"
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        if self.fullgraph:
+            raise Unsupported(f"corenn.compile(fullgraph=True): cannot capture {reason}")
+
+    # -- slots ------------------------------------------------------------------------------------
+    def _new_slot(self, array) -> int:
+        slot = self.env_size
+        self.env_size += 1
+        self.slot_of_array[id(array)] = slot
+        self.keep_alive.append(array)
+        self._snapshot(array)
+        return slot
+
+    def _snapshot(self, array) -> None:
+        try:
+            self.snapshots[id(array)] = (array, array.tobytes())
+        except Exception:  # an array without tobytes: no check possible, capture refuses it
+            self.unsupported(f"an array of type {type(array).__name__} cannot be checked for in-place changes")
+
+    def _resnapshot_all(self) -> None:
+        for key, (array, _) in list(self.snapshots.items()):
+            self.snapshots[key] = (array, array.tobytes())
+
+    def _leaf_ref(self, t):
+        """('input', i) or ('tensor', t) for a tensor the graph treats as a leaf."""
+        i = self.input_index.get(id(t))
+        return ("input", i) if i is not None else ("tensor", t)
+
+    def _known_leaves(self):
+        leaves = {id(t): t for t in self.inputs if t._requires_grad}
+        leaves.update({key: t for key, t in self.externals.items() if t._requires_grad})
+        for ctx in self.nodes:
+            for edge in (ctx.__dict__.get("next_edges", ()) if ctx is not None else ()):
+                if edge is not None and edge[1] < 0:
+                    leaves[id(edge[0])] = edge[0]
+        return leaves.values()
+
+    def slot_for_tensor(self, t) -> int:
+        """The slot holding ``t``'s array, adding a load step for a tensor from outside the call."""
+        array = t._data
+        slot = self.slot_of_array.get(id(array))
+        if slot is not None:
+            return slot
+        self.keep_alive.append(t)
+        self.first_arrays.setdefault(id(t), array)
+        for leaf in self._known_leaves():
+            if leaf._grad is t:  # p.grad after a captured backward: read it again at replay
+                slot = self._new_slot(array)
+                self.steps.append((LOAD_GRAD, self._leaf_ref(leaf), slot))
+                self.nodes.append(None)
+                return slot
+        self.externals[id(t)] = t
+        slot = self._new_slot(array)
+        self.steps.append((LOAD, t, slot, array.shape, array.dtype, t._requires_grad))
+        self.nodes.append(None)
+        return slot
+
+    def _param_value(self, value, op_name):
+        if _is_array(value):
+            slot = self.slot_of_array.get(id(value))
+            if slot is None:
+                self.unsupported(f"op {op_name!r} received an array computed outside the dispatcher (a boolean "
+                                 f"mask or a list as an index?)")
+                return value
+            return _SlotRef(slot)
+        if value.__class__ in (tuple, list):
+            return value.__class__(self._param_value(v, op_name) for v in value)
+        return value
+
+    # -- what the dispatcher and the patched functions report -------------------------------------
+    def op_dispatched(self, op_name, kernel, ctx, device, inputs, arrays, params, out):
+        if self.paused or threading.get_ident() != self.thread:
+            return
+        args = []
+        for x, array in zip(inputs, arrays):
+            if isinstance(x, _node._Tensor):
+                args.append(self.slot_for_tensor(x))
+            else:
+                args.append(self._constant_or_slot(array, op_name))
+        frozen = {key: self._param_value(value, op_name) for key, value in params.items()}
+        params_spec = (frozen, _has_slot_refs(tuple(frozen.values())))
+        if getattr(getattr(kernel, "kernel", kernel), "mutates_inputs", False):  # a plugin's FirstCallCheck wraps it
+            self._resnapshot_all()
+        outputs = out if isinstance(out, (tuple, list)) else (out,)
+        out_slots = tuple(self._new_slot(o) for o in outputs)
+        self.step_of_node[id(ctx)] = len(self.steps)
+        self.keep_alive.append(ctx)
+        self.steps.append([KERNEL, op_name, device, tuple(args), params_spec, out_slots, None, op_name])
+        self.nodes.append(ctx)
+
+    def _constant_or_slot(self, value, op_name):
+        if _is_array(value):
+            slot = self.slot_of_array.get(id(value))
+            if slot is None:
+                self.unsupported(f"op {op_name!r} received an array computed outside the dispatcher")
+                return self._constant(value)
+            return slot
+        return self._constant(value)
+
+    def _constant(self, value) -> int:
+        slot = self.env_size
+        self.env_size += 1
+        self.constants[slot] = value
+        return slot
+
+    def eager_step(self, original, owner, args, kwargs, what):
+        for value in list(args) + list(kwargs.values()):
+            if callable(value) or isinstance(value, _node._Tensor):
+                self.unsupported(f"{what} with a closure or tensor argument")
+        self.paused = True
+        try:
+            result = original(owner, *args, **kwargs)
+        finally:
+            self.paused = False
+        self._resnapshot_all()  # it may change parameters and gradients in place: that is replayed too
+        for key in self.first_arrays:  # and rebind their arrays: replay runs it again, so that is no effect
+            t = self.inputs[self.input_index[key]] if key in self.input_index else self.externals.get(key)
+            if t is not None:
+                self.first_arrays[key] = t._data
+        self.steps.append((EAGER, original, owner, args, kwargs))
+        self.nodes.append(None)
+        return result
+
+    def _tensor_spec(self, t):
+        """How a replay rebuilds tensor ``t`` of this call: its slot, node, output number and requires_grad."""
+        slot = self.slot_for_tensor(t)
+        fn = t._grad_fn
+        if fn is None:
+            node = None
+        elif id(fn) in self.step_of_node:
+            node = ("step", self.step_of_node[id(fn)])
+        elif id(fn) in self.input_node:
+            node = ("input", self.input_node[id(fn)])
+        else:
+            node = ("fixed", fn)
+        return (slot, node, t._output_nr, t._requires_grad, t._device)
+
+    def backward_step(self, original, tensors, grad_tensors, retain_graph, create_graph, inputs):
+        from corenn.tensor.tensor import Tensor
+        if create_graph or inputs is not None:
+            self.unsupported("backward(create_graph=True) or backward(inputs=...)")
+        roots = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+        grads = grad_tensors
+        if isinstance(grads, Tensor) or grads is None:
+            grads = [grads] * (1 if grads is not None or len(roots) == 1 else len(roots))
+        grads = list(grads)
+        root_specs = [self._tensor_spec(t) for t in roots]
+        grad_specs = [None if g is None else self._tensor_spec(g) if isinstance(g, Tensor) else ("value", g)
+                      for g in grads]
+        self.paused = True
+        try:
+            original(tensors, grad_tensors, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+        finally:
+            self.paused = False
+        self._resnapshot_all()
+        self.steps.append((BACKWARD, original, root_specs, grad_specs, retain_graph,
+                           isinstance(tensors, Tensor), isinstance(grad_tensors, Tensor)))
+        self.nodes.append(None)
+
+    def write_step(self, original, target, array):
+        target_slot = self.slot_for_tensor(target)
+        source = self._constant_or_slot(array, "copy_")
+        original(target, array)
+        self._resnapshot_all()  # views of the target change with it
+        self.steps.append((WRITE, target_slot, source, target._device))
+        self.nodes.append(None)
+
+    def keep_mask_step(self, original, like, p, shape):
+        like_slot = self.slot_for_tensor(like)
+        self.paused = True  # its own draw is the one random draw replay repeats
+        try:
+            mask = original(like, p, shape)
+        finally:
+            self.paused = False
+        slot = self._new_slot(mask)
+        self.steps.append((KEEP_MASK, original, like_slot, like._device, p, shape, slot))
+        self.nodes.append(None)
+        return mask
+
+    # -- the end of a capture -----------------------------------------------------------------------
+    def finish(self, result) -> "Program":
+        for key, (array, seen) in self.snapshots.items():
+            if array.tobytes() != seen:
+                self.unsupported("an array was changed in place outside the dispatcher (e.g. setitem or fill_ "
+                                 "without autograd)")
+                break
+        tables = _node._tables
+        for index, step in enumerate(self.steps):
+            if step[0] != KERNEL:
+                continue
+            ctx = self.nodes[index]
+            step[1] = _resolve_kernel(step[1], step[2])
+            edges = ctx.__dict__.get("next_edges")
+            if edges is not None:
+                step[6] = (tuple(self._edge_spec(edge) for edge in edges), ctx.__dict__.get("grad_fn_name"))
+        effects = []
+        for key, first in self.first_arrays.items():
+            t = self.inputs[self.input_index[key]] if key in self.input_index else self.externals.get(key)
+            if t is None or t._data is first:
+                continue
+            if id(t._data) not in self.slot_of_array:
+                self.unsupported("a tensor's data was replaced outside the dispatcher (`t.data = ...`)")
+                continue
+            effects.append((self._leaf_ref(t), self._tensor_spec(t)))
+        output = self._output_spec(result)
+        tables_now = {device_type: tables.get(device_type) for device_type in
+                      {s[2].type for s in self.steps if s[0] == KERNEL}}
+        return Program(self, output, effects, tables_now)
+
+    def _edge_spec(self, edge):
+        if edge is None:
+            return None
+        target, nr = edge
+        if nr < 0:
+            i = self.input_index.get(id(target))
+            return ("input", i) if i is not None else ("fixed", edge)
+        step = self.step_of_node.get(id(target))
+        if step is not None:
+            return ("step", step, nr)
+        i = self.input_node.get(id(target))
+        if i is not None and nr == self.inputs[i]._output_nr:
+            return ("input_node", i)
+        return ("fixed", edge)
+
+    def _output_spec(self, value):
+        if isinstance(value, _node._Tensor):
+            i = self.input_index.get(id(value))
+            if i is not None:
+                return ("input", i)
+            if id(value) in self.externals:
+                return ("object", value)
+            return ("tensor", self._tensor_spec(value))
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            return ("seq", type(value), tuple(self._output_spec(v) for v in value))
+        if isinstance(value, dict) and type(value) is dict:
+            return ("dict", tuple((k, self._output_spec(v)) for k, v in value.items()))
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return ("object", value)
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # named tuples (return_types)
+            return ("named", type(value), tuple(self._output_spec(v) for v in value))
+        self.unsupported(f"a return value of type {type(value).__name__}")
+        return ("object", value)
+
+
+def _resolve_kernel(op_name, device):
+    return _node._tables[device.type][op_name] if op_name in _node._tables.get(device.type, {}) else \
+        _node._dispatch.kernels.resolve(op_name, device.type)
+
+
+class Program:
+    """A captured call: steps over a list of array slots, replayed by :meth:`replay`."""
+
+    def __init__(self, recorder: Recorder, output, effects, tables):
+        self.num_inputs = recorder.num_inputs
+        self.env_template = [None] * recorder.env_size
+        for slot, value in recorder.constants.items():
+            self.env_template[slot] = value
+        self.steps = [tuple(step) for step in recorder.steps]
+        self.output = output
+        self.effects = effects
+        self.tables = tables
+        self.input_devices = [t._device for t in recorder.inputs]
+        self.kernel_count = sum(1 for step in self.steps if step[0] == KERNEL)
+        # The plain kernel steps, compiled once into the tuples the replay loop unpacks.
+        self.guards = [(step[1], step[3], step[4], step[5]) for step in self.steps if step[0] == LOAD]
+
+    def still_valid(self) -> str | None:
+        """Why this program cannot replay now (a kernel table or an outside tensor changed), or None."""
+        for device_type, table in self.tables.items():
+            if _node._tables.get(device_type) is not table:
+                return "the kernel registry changed (a plugin was enabled or disabled)"
+        for t, shape, dtype, requires_grad in self.guards:
+            data = t._data
+            if data.shape != shape or data.dtype != dtype or t._requires_grad is not requires_grad:
+                return "a tensor from outside the call changed shape, dtype or requires_grad"
+        return None
+
+    def replay(self, input_tensors):
+        env = self.env_template[:]
+        for i, t in enumerate(input_tensors):
+            env[i] = t._data
+        ctxs = [None] * len(self.steps)
+        next_nr = _node._next_sequence_nr
+        scalar_types = _node._SCALAR_TYPES
+        asarray = _node._asarray
+        for index, step in enumerate(self.steps):
+            kind = step[0]
+            if kind == KERNEL:
+                _, kernel, device, args, (params, has_refs), out_slots, edges, _ = step
+                ctx = kernel()
+                ctx.xp = device._xp
+                if has_refs:
+                    params = {key: _fill(value, env) for key, value in params.items()}
+                out = kernel.forward(ctx, *[env[i] for i in args], **params)
+                if len(out_slots) == 1:
+                    if out.__class__ in scalar_types:
+                        out = asarray(out)
+                    env[out_slots[0]] = out
+                else:
+                    for slot, o in zip(out_slots, out):
+                        env[slot] = asarray(o) if o.__class__ in scalar_types else o
+                if edges is not None:
+                    specs, name = edges
+                    ctx.next_edges = tuple([_replay_edge(spec, ctxs, input_tensors) for spec in specs])
+                    ctx.sequence_nr = next_nr()
+                    if name is not None:
+                        ctx.grad_fn_name = name
+                    ctxs[index] = ctx
+            elif kind == LOAD:
+                env[step[2]] = step[1]._data
+            elif kind == LOAD_GRAD:
+                leaf = _resolve_leaf(step[1], input_tensors)
+                env[step[2]] = leaf._grad._data
+            elif kind == BACKWARD:
+                _, original, root_specs, grad_specs, retain_graph, single_root, single_grad = step
+                roots = [_rebuild(spec, env, ctxs, input_tensors) for spec in root_specs]
+                grads = [None if spec is None else spec[1] if spec[0] == "value" else _rebuild(spec, env, ctxs, input_tensors)
+                         for spec in grad_specs]
+                original(roots[0] if single_root else roots,
+                         (grads[0] if single_grad else grads) if any(g is not None for g in grads) else None,
+                         retain_graph=retain_graph)
+            elif kind == EAGER:
+                _, original, owner, args, kwargs = step
+                original(owner, *args, **kwargs)
+            elif kind == WRITE:
+                _, target, source, device = step
+                _write_into(env[target], env[source], device)
+            elif kind == KEEP_MASK:
+                _, original, like_slot, device, p, shape, slot = step
+                env[slot] = original(_node._make(env[like_slot], device, None, 0), p, shape)
+        for ref, spec in self.effects:
+            t = _resolve_leaf(ref, input_tensors)
+            slot, node, output_nr, requires_grad, device = spec
+            t._data = env[slot]
+            t._grad_fn = _replay_node(node, ctxs, input_tensors)
+            t._output_nr = output_nr
+            t._requires_grad = requires_grad
+        return _build_output(self.output, env, ctxs, input_tensors)
+
+
+def _write_into(target, source, device):
+    xp = device._xp
+    if getattr(source, "shape", None) != target.shape:
+        source = xp.broadcast_to(source, target.shape)
+    xp.copyto(target, source, casting="unsafe")
+
+
+def _resolve_leaf(ref, input_tensors):
+    return input_tensors[ref[1]] if ref[0] == "input" else ref[1]
+
+
+def _replay_edge(spec, ctxs, input_tensors):
+    if spec is None:
+        return None
+    kind = spec[0]
+    if kind == "step":
+        return (ctxs[spec[1]], spec[2])
+    if kind == "input":
+        return (input_tensors[spec[1]], -1)
+    if kind == "input_node":
+        t = input_tensors[spec[1]]
+        return (t._grad_fn, t._output_nr)
+    return spec[1]
+
+
+def _replay_node(node, ctxs, input_tensors=None):
+    if node is None:
+        return None
+    kind = node[0]
+    if kind == "step":
+        return ctxs[node[1]]
+    if kind == "input":
+        return input_tensors[node[1]]._grad_fn
+    return node[1]
+
+
+def _rebuild(spec, env, ctxs, input_tensors):
+    slot, node, output_nr, requires_grad, device = spec
+    t = _node._make(env[slot], device, _replay_node(node, ctxs, input_tensors), output_nr)
+    t._requires_grad = requires_grad
+    return t
+
+
+def _build_output(spec, env, ctxs, input_tensors):
+    kind = spec[0]
+    if kind == "tensor":
+        return _rebuild(spec[1], env, ctxs, input_tensors)
+    if kind == "input":
+        return input_tensors[spec[1]]
+    if kind == "object":
+        return spec[1]
+    if kind == "seq":
+        return spec[1](_build_output(s, env, ctxs, input_tensors) for s in spec[2])
+    if kind == "named":
+        return spec[1](*[_build_output(s, env, ctxs, input_tensors) for s in spec[2]])
+    return {key: _build_output(s, env, ctxs, input_tensors) for key, s in spec[1]}
+
+
+def capture(function, args, kwargs, input_tensors, *, fullgraph: bool):
+    """Run ``function(*args, **kwargs)`` eagerly while recording it: ``(result, program, reasons)``.
+
+    ``program`` is None when the call cannot be replayed; ``reasons`` says why (each with its line).
+    """
+    recorder = Recorder(input_tensors, fullgraph=fullgraph)
+    _install_patches()
+    _active.recorder = recorder
+    _node._observers.append(recorder)
+    try:
+        result = function(*args, **kwargs)
+        program = recorder.finish(result)
+    finally:
+        try:
+            _node._observers.remove(recorder)
+        except ValueError:
+            pass
+        _active.recorder = None
+        _remove_patches()
+    if recorder.reasons:
+        return result, None, recorder.reasons
+    return result, program, []
