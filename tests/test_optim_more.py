@@ -150,3 +150,67 @@ def test_errors_match_torch():
         optim.LBFGS(p, line_search_fn="backtracking")
     with pytest.raises(RuntimeError, match="requires a closure"):
         optim.LBFGS(p).step()
+
+
+def _schedule(lib, module, optimizer_name, optimizer_kwargs, scheduler_name, scheduler_kwargs, epochs):
+    params = [lib.zeros(2, requires_grad=True), lib.zeros(1, requires_grad=True)]
+    opt = getattr(module, optimizer_name)([{"params": params[:1]}, {"params": params[1:], "lr": 0.05}],
+                                          **optimizer_kwargs)
+    sched = getattr(module.lr_scheduler, scheduler_name)(opt, **scheduler_kwargs)
+    values = []
+    for epoch in epochs:
+        opt.step()
+        sched.step() if epoch is None else sched.step(epoch)
+        values.append([(g["lr"], g.get("momentum"), g.get("betas")) for g in opt.param_groups]
+                      + [tuple(sched.get_last_lr())])
+    return values
+
+
+@pytest.mark.parametrize("optimizer_name,optimizer_kwargs,scheduler_name,scheduler_kwargs,epochs", [
+    ("SGD", dict(lr=0.1, momentum=0.9), "CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4), [None] * 25),
+    ("SGD", dict(lr=0.1, momentum=0.9), "CyclicLR",
+     dict(base_lr=[0.01, 0.02], max_lr=0.1, step_size_up=3, step_size_down=5, mode="triangular2"), [None] * 30),
+    ("Adam", dict(lr=0.1), "CyclicLR", dict(base_lr=0.001, max_lr=0.01, step_size_up=3, mode="exp_range",
+                                            gamma=0.95, base_momentum=0.85, max_momentum=0.95), [None] * 20),
+    ("SGD", dict(lr=0.1), "CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=2, cycle_momentum=False,
+                                           scale_fn=lambda x: 0.5 ** x, scale_mode="iterations"), [None] * 12),
+    ("SGD", dict(lr=0.1), "CosineAnnealingWarmRestarts", dict(T_0=5, eta_min=0.001), [None] * 23),
+    ("SGD", dict(lr=0.1), "CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.001), [None] * 30),
+    ("SGD", dict(lr=0.1), "CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2),
+     [e + i / 4 for e in range(12) for i in range(4)]),
+])
+def test_schedulers_match_torch(optimizer_name, optimizer_kwargs, scheduler_name, scheduler_kwargs, epochs):
+    ours = _schedule(corenn, optim, optimizer_name, optimizer_kwargs, scheduler_name, scheduler_kwargs, epochs)
+    theirs = _schedule(torch, torch.optim, optimizer_name, optimizer_kwargs, scheduler_name, scheduler_kwargs, epochs)
+    assert len(ours) == len(theirs)
+    for step, (a, b) in enumerate(zip(ours, theirs)):
+        np.testing.assert_allclose(np.array([x for x in _numbers(a)]), np.array([x for x in _numbers(b)]),
+                                   rtol=1e-12, atol=1e-15, err_msg=f"step {step}")
+
+
+def _numbers(nested):
+    for item in nested:
+        if isinstance(item, (tuple, list)):
+            yield from _numbers(item)
+        elif item is not None:
+            yield float(item)
+
+
+def test_scheduler_errors_and_state():
+    opt = optim.Adagrad([corenn.zeros(1, requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="optimizer must support momentum or beta1"):
+        optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1)
+    with pytest.raises(ValueError, match="mode is invalid and scale_fn is None"):
+        optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, mode="sawtooth", cycle_momentum=False)
+    with pytest.raises(ValueError, match="Expected positive integer T_0"):
+        optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=0)
+    with pytest.raises(ValueError, match="Expected integer T_mult >= 1"):
+        optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=0)
+    sched = optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, step_size_up=3, cycle_momentum=False)
+    for _ in range(4):
+        opt.step()
+        sched.step()
+    other = optim.lr_scheduler.CyclicLR(optim.Adagrad([corenn.zeros(1, requires_grad=True)]), 0.01, 0.1,
+                                        step_size_up=3, cycle_momentum=False)
+    other.load_state_dict(sched.state_dict())
+    assert other.last_epoch == 4 and other.get_last_lr() == sched.get_last_lr()
