@@ -573,9 +573,11 @@ class Program:
         next_nr = _node._next_sequence_nr
         scalar_types = _node._SCALAR_TYPES
         asarray = _node._asarray
-        for index, step in enumerate(self.steps):
+        index = -1
+        for step in self.steps:
+            index += 1
             kind = step[0]
-            if kind == KERNEL:
+            if kind is KERNEL:
                 _, kernel, device, args, (params, has_refs), out_slots, edges, _ = step
                 ctx = kernel()
                 ctx.xp = device._xp
@@ -591,7 +593,9 @@ class Program:
                         env[slot] = asarray(o) if o.__class__ in scalar_types else o
                 if edges is not None:
                     specs, name = edges
-                    ctx.next_edges = tuple([_replay_edge(spec, ctxs, input_tensors) for spec in specs])
+                    # Inlined for the commonest edges (none, or an earlier step's node): one call less per input.
+                    ctx.next_edges = tuple([None if spec is None else (ctxs[spec[1]], spec[2]) if spec[0] == "step"
+                                            else _replay_edge(spec, ctxs, input_tensors) for spec in specs])
                     ctx.sequence_nr = next_nr()
                     if name is not None:
                         ctx.grad_fn_name = name
