@@ -385,3 +385,9 @@ def test_missing_tensorboard_names_the_extra():
             "try:\n    import corenn.utils.tensorboard\nexcept ImportError as e:\n    print(e)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "pip install 'corenn[tensorboard]'" in result.stdout, result.stderr
+
+
+def test_importing_corenn_does_not_import_tensorboard():
+    code = "import sys, corenn, corenn.utils, corenn.fx\nprint('tensorboard' in sys.modules)\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr
