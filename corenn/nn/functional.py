@@ -566,3 +566,128 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return corenn.matmul(weights, value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Channel dropout, PReLU, pixel shuffle (composites of the core's ops)
+# ---------------------------------------------------------------------------------------------------------
+
+def _feature_dropout(input, p, training, inplace, name, spatial):
+    """Zero whole channels: one keep/drop draw per (sample, channel), broadcast over ``spatial`` dims."""
+    check_tensor(input, "input", name)
+    p = check_number(p, "p")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise RuntimeError(f"{name}: Expected {spatial + 1}D or {spatial + 2}D input, but received a "
+                           f"{input.ndim}D input. Note that {name} exists to provide channel-wise dropout on "
+                           f"inputs with {spatial} spatial dimension{'s' if spatial > 1 else ''}, a channel "
+                           "dimension, and an optional batch dimension.")
+    if not training or p == 0.0:
+        return input
+    batched = input.ndim == spatial + 2
+    channels = tuple(input.shape[:2]) if batched else (input.shape[0],)
+    mask = _keep_mask(input, p, shape=channels + (1,) * spatial)
+    return _inplace(input, run("dropout", input, mask=mask), inplace)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, L) or (C, L) input with probability ``p``; scale the rest by ``1/(1-p)``.
+
+        >>> F.dropout1d(corenn.ones(2, 3, 4), 0.5, training=False).shape
+        corenn.Size([2, 3, 4])
+    """
+    return _feature_dropout(input, p, training, inplace, "dropout1d", 1)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, H, W) input with probability ``p`` (3-D input: (N, C, L), as PyTorch).
+
+        >>> F.dropout2d(corenn.ones(2, 3, 4, 4), 0.5).shape
+        corenn.Size([2, 3, 4, 4])
+    """
+    if isinstance(input, Tensor) and input.ndim == 3:
+        # PyTorch keeps its historical reading of 3-D input as (N, C, L) and warns about it
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel "
+                      "dim. This behavior will change in a future release to interpret the input as one "
+                      "without a batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise "
+                      "dropout behavior, please switch to using dropout1d instead.", stacklevel=2)
+        return _feature_dropout(input, p, training, inplace, "dropout2d", 1)
+    return _feature_dropout(input, p, training, inplace, "dropout2d", 2)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) input with probability ``p``.
+
+        >>> F.dropout3d(corenn.ones(2, 3, 2, 2, 2), 0.5, training=False).shape
+        corenn.Size([2, 3, 2, 2, 2])
+    """
+    return _feature_dropout(input, p, training, inplace, "dropout3d", 3)
+
+
+def prelu(input, weight):
+    """``max(0, x) + weight * min(0, x)``; ``weight`` has 1 or C elements (C: dim 1; 1 for 0-D/1-D input).
+
+        >>> F.prelu(corenn.tensor([-2.0, 3.0]), corenn.tensor([0.25])).tolist()
+        [-0.5, 3.0]
+    """
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor)):
+        raise not_tensors(input=input, weight=weight)
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: weight must be 0-D or 1-D, got {weight.ndim}-D")
+    count = weight.numel()
+    if count != 1:
+        channels = input.shape[1] if input.ndim >= 2 else 1   # 0-D and 1-D input have one channel
+        if count != channels:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{count} and channel size = {channels}.")
+        if input.ndim >= 2:
+            weight = weight.reshape((count,) + (1,) * (input.ndim - 2))
+    return corenn.where(input > 0, input, weight * input)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """Rearrange (*, C*r*r, H, W) into (*, C, H*r, W*r) (sub-pixel convolution's upsampling).
+
+        >>> F.pixel_shuffle(corenn.randn(1, 8, 3, 3), 2).shape
+        corenn.Size([1, 2, 6, 6])
+    """
+    check_tensor(input, "input", "pixel_shuffle")
+    r = int(upscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}")
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    *batch, channels, height, width = input.shape
+    if channels % (r * r) != 0:
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                           f"of upscale_factor, but input.size(-3)={channels} is not divisible by {r * r}")
+    lead = len(batch)
+    x = input.reshape(*batch, channels // (r * r), r, r, height, width)
+    x = x.permute(*range(lead), lead, lead + 3, lead + 1, lead + 4, lead + 2)   # (*, C, H, r, W, r)
+    return x.reshape(*batch, channels // (r * r), height * r, width * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """Rearrange (*, C, H*r, W*r) into (*, C*r*r, H, W), the inverse of :func:`pixel_shuffle`.
+
+        >>> F.pixel_unshuffle(corenn.randn(1, 2, 6, 6), 2).shape
+        corenn.Size([1, 8, 3, 3])
+    """
+    check_tensor(input, "input", "pixel_unshuffle")
+    r = int(downscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}")
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    *batch, channels, height, width = input.shape
+    if height % r != 0 or width % r != 0:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but "
+                           f"got height={height}, width={width} and downscale_factor={r}")
+    lead = len(batch)
+    x = input.reshape(*batch, channels, height // r, r, width // r, r)
+    x = x.permute(*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3)   # (*, C, r, r, H, W)
+    return x.reshape(*batch, channels * r * r, height // r, width // r)

@@ -251,6 +251,30 @@ Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "``x - tanh(x)``.\n\n        >>
                                                  "        Tanhshrink()\n")
 
 
+class PReLU(Module):
+    """``max(0, x) + a * min(0, x)`` with a learned slope ``a``: one, or one per channel (dim 1).
+
+        >>> nn.PReLU(num_parameters=3, init=0.1)
+        PReLU(num_parameters=3)
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(corenn.empty(num_parameters, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
 # ---------------------------------------------------------------------------------------------------------
 # MultiheadAttention
 # ---------------------------------------------------------------------------------------------------------

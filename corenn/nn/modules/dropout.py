@@ -1,4 +1,4 @@
-"""Dropout layer."""
+"""Dropout layers: elementwise (Dropout) and channel-wise (Dropout1d/2d/3d)."""
 from __future__ import annotations
 
 from corenn.module.module import Module
@@ -23,3 +23,37 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class _DropoutNd(Dropout):
+    _function = None
+
+    def forward(self, input):
+        return type(self)._function(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    """Zero whole channels of (N, C, L) / (C, L) input in training.
+
+        >>> nn.Dropout1d(0.2)
+        Dropout1d(p=0.2, inplace=False)
+    """
+    _function = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_DropoutNd):
+    """Zero whole channels of (N, C, H, W) input in training.
+
+        >>> nn.Dropout2d(0.2)
+        Dropout2d(p=0.2, inplace=False)
+    """
+    _function = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W) / (C, D, H, W) input in training.
+
+        >>> nn.Dropout3d(0.2)
+        Dropout3d(p=0.2, inplace=False)
+    """
+    _function = staticmethod(F.dropout3d)
