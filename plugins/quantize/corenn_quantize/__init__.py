@@ -18,7 +18,9 @@ from .qconfig import *  # noqa: F401,F403
 from .modules import (DeQuantize, DeQuantStub, FloatFunctional, QFunctional, Quantize, QuantStub,  # noqa: F401
                       QuantWrapper, dynamic, intrinsic, qat, quantized)
 from .quantize import *  # noqa: F401,F403
-from . import fake_quantize, kernels, modules, observer, qconfig  # noqa: F401
+from .quantize_fx import (QConfigMapping, convert_fx, get_default_qat_qconfig_mapping,  # noqa: F401
+                          get_default_qconfig_mapping, prepare_fx, prepare_qat_fx)
+from . import fake_quantize, kernels, modules, observer, qconfig, quantize_fx  # noqa: F401
 
 TOP_LEVEL_NAMES = {
     "quint8": quint8, "qint8": qint8, "qint32": qint32,

@@ -17,8 +17,7 @@ from .qconfig import QConfig, default_dynamic_qconfig, per_channel_dynamic_qconf
 
 __all__ = ["fuse_modules", "fuse_modules_qat", "propagate_qconfig_", "prepare", "convert", "prepare_qat",
            "quantize", "quantize_dynamic", "quantize_qat", "get_default_static_quant_module_mappings",
-           "get_default_qat_module_mappings", "get_default_dynamic_quant_module_mappings", "prepare_fx",
-           "convert_fx", "prepare_qat_fx", "QConfigMapping"]
+           "get_default_qat_module_mappings", "get_default_dynamic_quant_module_mappings"]
 
 
 # -- fusion ---------------------------------------------------------------------------------------------------------
@@ -266,41 +265,3 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
                 visit(child, qualified)
     visit(model, "")
     return model
-
-
-# -- FX graph mode: not provided ------------------------------------------------------------------------------------
-
-class QConfigMapping:
-    """Which qconfig applies to which module type / name (``torch.ao.quantization.QConfigMapping``).
-
-    Kept for configuration code; the FX workflows that consume it (``prepare_fx``) are not provided yet.
-    """
-
-    def __init__(self):
-        self.global_qconfig, self.object_type_qconfigs, self.module_name_qconfigs = None, {}, {}
-
-    def set_global(self, qconfig):
-        self.global_qconfig = qconfig
-        return self
-
-    def set_object_type(self, object_type, qconfig):
-        self.object_type_qconfigs[object_type] = qconfig
-        return self
-
-    def set_module_name(self, module_name: str, qconfig):
-        self.module_name_qconfigs[module_name] = qconfig
-        return self
-
-
-def _fx_not_provided(name):
-    def missing(*args, **kwargs):
-        raise NotImplementedError(f"{name}: FX graph mode quantization is not provided by corenn-quantize yet; use "
-                                  "eager mode (QuantStub/DeQuantStub, fuse_modules, prepare, convert)")
-    missing.__name__ = name
-    missing.__doc__ = f"Not provided yet: raises NotImplementedError naming {name} (use eager mode)."
-    return missing
-
-
-prepare_fx = _fx_not_provided("prepare_fx")
-prepare_qat_fx = _fx_not_provided("prepare_qat_fx")
-convert_fx = _fx_not_provided("convert_fx")

@@ -74,8 +74,8 @@ def test_bad_arguments_raise_pytorchs_exception_types_naming_the_argument():
         corenn.quantize_per_tensor(x, 0.1, 300, corenn.quint8)
     with pytest.raises(RuntimeError, match="q_per_channel_scales"):
         corenn.quantize_per_tensor(x, 0.1, 0, corenn.quint8).q_per_channel_scales()
-    with pytest.raises(NotImplementedError, match="prepare_fx"):
-        Q.prepare_fx(nn.Linear(2, 2), Q.QConfigMapping(), ())
+    with pytest.raises(TypeError, match="prepare_fx\\(\\): argument 'model'"):
+        Q.prepare_fx(lambda x: x, Q.QConfigMapping(), (x,))
 
 
 OBSERVERS = [
