@@ -347,8 +347,9 @@ def insert_observers(gm, function: str) -> None:
         if kind is None:
             continue
         if kind == "shared":
-            source = node.args[0]
-            observer_node = inserter.observer_of.get(source) or inserter.observe(source, qconfig)
+            # Quantized in, quantized out with the same scale; a float input stays float (nothing to gain by
+            # quantizing it here: the next quantizable op observes its own input).
+            observer_node = inserter.observer_of.get(node.args[0])
             if observer_node is not None:
                 inserter.observer_of[node] = observer_node
                 node.meta["quantize_kind"] = "shared"
@@ -359,8 +360,10 @@ def insert_observers(gm, function: str) -> None:
             continue
         output = node
         user = single_user(node)
-        if node.target in ADD_FUNCTIONS and user is not None and is_relu(user, modules):
-            node.meta["fused_relu"] = True  # PyTorch's add-relu pattern: observed after the relu
+        if (node.target in ADD_FUNCTIONS + (F.linear, F.conv2d) and user is not None and is_relu(user, modules)
+                and user.meta.get("qconfig") is not None):
+            # PyTorch's add-relu / linear-relu / conv-relu patterns of functionals: observed after the relu
+            node.meta["fused_relu"] = True
             output = user
         output_observer = inserter.observe(output, qconfig)
         if output_observer is None:
@@ -595,6 +598,9 @@ def convert_fx(graph_module, inplace: bool = False, convert_custom_config=None, 
             name = f"quantized_{node.name}"
             if node.target in (F.linear, F.conv2d):
                 float_module = float_module_for_functional(gm, node)
+                if node.meta.get("fused_relu"):
+                    fused_type = qm.LinearReLU if node.target is F.linear else qm.ConvReLU2d
+                    float_module = fused_type(float_module, nn.ReLU())
                 module = quantized_module_for(float_module, node.meta["qconfig"], observer)
                 args = (node.args[0],)
             else:
