@@ -577,7 +577,7 @@ def _feature_dropout(input, p, training, inplace, name, spatial):
     check_tensor(input, "input", name)
     p = check_number(p, "p")
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        raise ValueError(f"{name}(): dropout probability has to be between 0 and 1, but got p={p}")
     if input.ndim not in (spatial + 1, spatial + 2):
         raise RuntimeError(f"{name}: Expected {spatial + 1}D or {spatial + 2}D input, but received a "
                            f"{input.ndim}D input. Note that {name} exists to provide channel-wise dropout on "
@@ -654,7 +654,7 @@ def pixel_shuffle(input, upscale_factor):
         corenn.Size([1, 2, 6, 6])
     """
     check_tensor(input, "input", "pixel_shuffle")
-    r = int(upscale_factor)
+    r = check_int(upscale_factor, "upscale_factor")
     if r <= 0:
         raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}")
     if input.ndim < 3:
@@ -677,7 +677,7 @@ def pixel_unshuffle(input, downscale_factor):
         corenn.Size([1, 8, 3, 3])
     """
     check_tensor(input, "input", "pixel_unshuffle")
-    r = int(downscale_factor)
+    r = check_int(downscale_factor, "downscale_factor")
     if r <= 0:
         raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}")
     if input.ndim < 3:
