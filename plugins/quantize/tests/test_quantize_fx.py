@@ -291,3 +291,25 @@ def test_fx_qat_on_digits_within_one_point_of_fp32(trained, digits):
     assert accuracy(quantized, test_x, test_y) >= fp32 - 0.01
     with pytest.raises(AssertionError, match="prepare_qat_fx: the model must be in training mode"):
         prepare_qat_fx(trained.eval(), Q.get_default_qat_qconfig_mapping("x86"), (corenn.from_numpy(train_x[:8]),))
+
+
+def test_mul_indexing_and_float_ops_between_quantized_ops():
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 6)
+
+        def forward(self, x):
+            product = self.a(x) * self.b(x)
+            return corenn.sigmoid(product[:, :4]) + product.size(0)   # sigmoid computes in float
+
+    model = Mixed().eval()
+    x = corenn.randn(64, 6)
+    prepared = prepare_fx(model, Q.get_default_qconfig_mapping("qnnpack"), (x,))
+    with corenn.no_grad():
+        prepared(x)
+        converted = convert_fx(prepared)
+        expected, got = model(x).numpy(), converted(x).numpy()
+    assert converted.quantized_mul.operator_name == "mul"
+    assert [n.target for n in converted.graph.nodes if n.op == "call_method"].count("dequantize") == 1
+    assert np.abs(got - expected).max() <= 0.25 * 2 * converted.quantized_mul.scale.item()  # sigmoid' <= 1/4
