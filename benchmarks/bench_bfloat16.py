@@ -8,23 +8,10 @@ on top of the float32 work; PyTorch uses native bf16 kernels (oneDNN) where the 
 """
 from __future__ import annotations
 
-import statistics
-import time
 
-import numpy as np
+from timing import median_seconds
 
 SIZES, BATCH, REPEATS = (1024, 2048, 2048, 1024), 256, 15
-
-
-def _median(fn, repeats=REPEATS):
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _cpu_flags() -> str:
@@ -44,9 +31,9 @@ def main():
     model = corenn.nn.Sequential(*layers[:-1])
     x = corenn.randn(BATCH, SIZES[0])
     with corenn.no_grad():
-        f32 = _median(lambda: model(x))
+        f32 = median_seconds(lambda: model(x), REPEATS, warmup=2)
         model_bf16, x_bf16 = model.to(corenn.bfloat16), x.to(corenn.bfloat16)
-        bf16 = _median(lambda: model_bf16(x_bf16))
+        bf16 = median_seconds(lambda: model_bf16(x_bf16), REPEATS, warmup=2)
     rows.append(("corenn", f32, bf16))
     try:
         import torch
@@ -56,9 +43,9 @@ def main():
         torch_model = torch.nn.Sequential(*torch_layers[:-1])
         tx = torch.randn(BATCH, SIZES[0])
         with torch.no_grad():
-            t32 = _median(lambda: torch_model(tx))
+            t32 = median_seconds(lambda: torch_model(tx), REPEATS, warmup=2)
             torch_model = torch_model.bfloat16()
-            tb16 = _median(lambda: torch_model(tx.bfloat16()))
+            tb16 = median_seconds(lambda: torch_model(tx.bfloat16()), REPEATS, warmup=2)
         rows.append(("pytorch", t32, tb16))
     except ImportError:
         pass

@@ -6,21 +6,10 @@ and the demo CNN's train step. Medians of repeated runs; the table shows corenn/
 """
 from __future__ import annotations
 
-import statistics
-import time
 
 import numpy as np
 
-
-def _median_ms(fn, repeats, warmup=1):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+from timing import median_seconds
 
 
 def _frameworks():
@@ -36,7 +25,7 @@ def _frameworks():
 def _conv_forward(lib, x, w, repeats):
     f = lib.nn.functional
     with lib.no_grad():
-        return _median_ms(lambda: f.conv2d(x, w, padding=1), repeats)
+        return median_seconds(lambda: f.conv2d(x, w, padding=1), repeats, warmup=1) * 1e3
 
 
 def _fwd_bwd(lib, make_loss, leaves, repeats):
@@ -44,7 +33,7 @@ def _fwd_bwd(lib, make_loss, leaves, repeats):
         for leaf in leaves:
             leaf.grad = None
         make_loss().backward()
-    return _median_ms(step, repeats)
+    return median_seconds(step, repeats, warmup=1) * 1e3
 
 
 def _cnn(lib):
@@ -63,7 +52,7 @@ def _cnn_step(lib, x, y, repeats):
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()
         optimizer.step()
-    return _median_ms(step, repeats, warmup=2)
+    return median_seconds(step, repeats, warmup=2) * 1e3
 
 
 def run():

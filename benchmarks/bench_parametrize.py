@@ -16,19 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
-
-def median_time(fn, repeats: int) -> float:
-    for _ in range(3):  # warm-up (first calls compile or check plugin kernels)
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_seconds
 
 
 def frameworks():
@@ -99,7 +88,7 @@ def measure(features: int, batch: int, steps: int, repeats: int) -> list[dict]:
                     out = model(x)
                 out.square().mean().backward()
 
-            results.setdefault(name, {"name": name, "unit": "ms"})[framework] = median_time(step, repeats) * 1e3
+            results.setdefault(name, {"name": name, "unit": "ms"})[framework] = median_seconds(step, repeats) * 1e3
     return list(results.values())
 
 

@@ -21,21 +21,10 @@ they find (set OPENBLAS_NUM_THREADS / OMP_NUM_THREADS to pin them).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 
-
-def median_time(fn, repeats: int) -> float:
-    for _ in range(5):   # warm-up: numba compiles, caches fill, thread pools start
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_seconds
 
 
 def held_bytes(module) -> int:
@@ -83,11 +72,11 @@ def unstructured_rows(features: int, batch: int, repeats: int) -> list[dict]:
 
     def run_corenn(layer):
         with corenn.no_grad():
-            return median_time(lambda: layer(cx), repeats)
+            return median_seconds(lambda: layer(cx), repeats, warmup=5)
 
     def run_torch(layer):
         with torch.no_grad():
-            return median_time(lambda: layer(tx), repeats)
+            return median_seconds(lambda: layer(tx), repeats, warmup=5)
 
     dense = corenn_linear()
     rows.append(dict(case="dense", corenn=run_corenn(dense), corenn_bytes=held_bytes(dense)))
@@ -131,10 +120,10 @@ def structured_rows(width: int, batch: int, repeats: int) -> list[dict]:
     params = lambda m: sum(p.numel() for p in m.parameters())   # noqa: E731
     dense = cnn(corenn, width)
     with corenn.no_grad():
-        rows = [dict(case="dense CNN", corenn=median_time(lambda: dense(x), repeats), params=params(dense)),
-                dict(case="masked 50% channels", corenn=median_time(lambda: model(x), repeats),
+        rows = [dict(case="dense CNN", corenn=median_seconds(lambda: dense(x), repeats, warmup=5), params=params(dense)),
+                dict(case="masked 50% channels", corenn=median_seconds(lambda: model(x), repeats, warmup=5),
                      params=params(cnn(corenn, width))),
-                dict(case="shrunk (corenn_prune.shrink)", corenn=median_time(lambda: small(x), repeats),
+                dict(case="shrunk (corenn_prune.shrink)", corenn=median_seconds(lambda: small(x), repeats, warmup=5),
                      params=params(small))]
     if torch:
         import torch.nn.utils.prune as torch_prune
@@ -144,8 +133,8 @@ def structured_rows(width: int, batch: int, repeats: int) -> list[dict]:
             torch_prune.ln_structured(tmasked[index], "weight", amount=0.5, n=2, dim=0)
         tx = torch.from_numpy(x.numpy())
         with torch.no_grad():
-            rows[0]["torch"] = median_time(lambda: tdense(tx), repeats)
-            rows[1]["torch"] = median_time(lambda: tmasked(tx), repeats)
+            rows[0]["torch"] = median_seconds(lambda: tdense(tx), repeats, warmup=5)
+            rows[1]["torch"] = median_seconds(lambda: tmasked(tx), repeats, warmup=5)
     return rows
 
 
