@@ -116,6 +116,15 @@ def propagate_qconfig_(module, qconfig_dict=None) -> None:
     visit(module, qconfig_dict.get("", getattr(module, "qconfig", None)), "")
 
 
+
+def refuse_unsupported(function: str, **options) -> None:
+    """NotImplementedError naming the first of ``options`` that was given: PyTorch accepts them, corenn-quantize
+    does not build them, and ignoring one would quantize differently from what the caller asked for."""
+    for name, value in options.items():
+        if value is not None:
+            raise NotImplementedError(f"{function}(): {name} is not supported by corenn-quantize (pass None); "
+                                      f"see docs/quantize.md for what is built")
+
 def _observe_output(module, inputs, output):
     return module.activation_post_process(output)
 
@@ -126,6 +135,8 @@ def prepare(model, inplace: bool = False, allow_list=None, observer_non_leaf_mod
 
     Run calibration data through the returned model, then ``convert`` it.
     """
+    refuse_unsupported("prepare", allow_list=allow_list, observer_non_leaf_module_list=observer_non_leaf_module_list,
+                       prepare_custom_config_dict=prepare_custom_config_dict)
     if not inplace:
         model = copy.deepcopy(model)
     propagate_qconfig_(model)
@@ -157,6 +168,7 @@ def _swap(module, mapping: dict):
 def convert(module, mapping=None, inplace: bool = False, remove_qconfig: bool = True,
             convert_custom_config_dict=None):
     """Swap observed float (or QAT) modules for quantized ones (``torch.ao.quantization.convert``)."""
+    refuse_unsupported("convert", convert_custom_config_dict=convert_custom_config_dict)
     if not inplace:
         module = copy.deepcopy(module)
     mapping = get_default_static_quant_module_mappings() if mapping is None else mapping

@@ -41,6 +41,7 @@ from .fake_quantize import FakeQuantizeBase
 from .observer import ObserverBase
 from .qconfig import QConfig, get_default_qat_qconfig, get_default_qconfig
 from .qtensor import QTensor, QuantizedDType, quint8
+from .quantize import refuse_unsupported
 
 F = nn.functional
 
@@ -403,6 +404,8 @@ def prepare_fx(model, qconfig_mapping, example_inputs, prepare_custom_config=Non
     through it, then ``convert_fx``. ``example_inputs`` is a tuple of inputs (used to tell tensors
     from other values).
     """
+    refuse_unsupported("prepare_fx", prepare_custom_config=prepare_custom_config, _equalization_config=_equalization_config,
+                       backend_config=backend_config)
     gm = trace_for_quantization(model, qconfig_mapping, example_inputs, "prepare_fx")
     fuse(gm, fold_batch_norm=not model.training)
     insert_observers(gm, "prepare_fx")
@@ -420,6 +423,7 @@ def prepare_qat_fx(model, qconfig_mapping, example_inputs, prepare_custom_config
     """
     if not model.training:
         raise AssertionError("prepare_qat_fx: the model must be in training mode (call model.train())")
+    refuse_unsupported("prepare_qat_fx", prepare_custom_config=prepare_custom_config, backend_config=backend_config)
     gm = trace_for_quantization(model, qconfig_mapping, example_inputs, "prepare_qat_fx")
     fuse(gm, fold_batch_norm=False)
     modules = dict(gm.named_modules())
@@ -541,6 +545,8 @@ def convert_fx(graph_module, inplace: bool = False, convert_custom_config=None, 
     relu, max pooling, flatten and reshape run on the quantized integers; observers on float
     values become ``Quantize`` modules; ``dequantize`` goes before every float op and the output.
     """
+    refuse_unsupported("convert_fx", convert_custom_config=convert_custom_config, qconfig_mapping=qconfig_mapping,
+                       backend_config=backend_config)
     if not isinstance(graph_module, corenn.fx.GraphModule):
         raise TypeError(f"convert_fx(): argument 'graph_module' must be a GraphModule returned by prepare_fx, got "
                         f"{type(graph_module).__name__}")

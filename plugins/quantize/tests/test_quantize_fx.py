@@ -313,3 +313,16 @@ def test_mul_indexing_and_float_ops_between_quantized_ops():
     assert converted.quantized_mul.operator_name == "mul"
     assert [n.target for n in converted.graph.nodes if n.op == "call_method"].count("dequantize") == 1
     assert np.abs(got - expected).max() <= 0.25 * 2 * converted.quantized_mul.scale.item()  # sigmoid' <= 1/4
+
+
+@pytest.mark.parametrize("call, option", [
+    (lambda m, x: prepare_fx(m, Q.get_default_qconfig_mapping(), (x,), backend_config={}), "backend_config"),
+    (lambda m, x: prepare_fx(m, Q.get_default_qconfig_mapping(), (x,), prepare_custom_config={}), "prepare_custom_config"),
+    (lambda m, x: convert_fx(prepare_fx(m, Q.get_default_qconfig_mapping(), (x,)), convert_custom_config={}),
+     "convert_custom_config"),
+    (lambda m, x: Q.prepare(m, prepare_custom_config_dict={}), "prepare_custom_config_dict"),
+])
+def test_options_not_built_are_refused_by_name_not_ignored(call, option):
+    model = nn.Sequential(nn.Linear(4, 3)).eval()
+    with pytest.raises(NotImplementedError, match=f"{option} is not supported by corenn-quantize"):
+        call(model, corenn.randn(2, 4))
