@@ -47,7 +47,8 @@ def rank0_error(job) -> str:
 
 def test_a_rank_that_raises_makes_the_others_raise_at_once_with_its_traceback(launch):
     job = launch(JOB, args=["raise", 30])
-    assert job.returncode == 1 and job.seconds < 20, job
+    # Under the 30 s timeout with room to spare: two interpreters starting on a loaded 2-core machine take seconds.
+    assert job.returncode == 1 and job.seconds < 28, job
     assert "rank 1 failed while this rank waited in all_reduce #2" in rank0_error(job)
     assert "[rank 1]: ZeroDivisionError: rank 1's own bug" in job.stderr
     summary = job.stderr[job.stderr.index("corenn.distributed.run: "):]
@@ -57,7 +58,7 @@ def test_a_rank_that_raises_makes_the_others_raise_at_once_with_its_traceback(la
 
 def test_a_rank_that_is_killed_is_named_by_the_others_and_the_launcher(launch):
     job = launch(JOB, args=["kill", 30])
-    assert job.returncode == 128 + 9 and job.seconds < 20, job
+    assert job.returncode == 128 + 9 and job.seconds < 28, job
     assert "rank 1 (pid" in rank0_error(job) and "died while this rank waited in all_reduce #2" in rank0_error(job)
     assert "failed first with SIGKILL" in job.stderr and "was killed by SIGKILL" in job.stderr
 
