@@ -3,7 +3,7 @@
 Names and places mirror PyTorch's: ``QuantStub`` / ``DeQuantStub`` / ``QuantWrapper``
 (``torch.ao.quantization``), ``intrinsic.LinearReLU`` / ``ConvReLU2d``
 (``torch.ao.nn.intrinsic``), ``qat.Linear`` (``torch.ao.nn.qat``), ``quantized.Linear``
-(``torch.ao.nn.quantized``) and ``dynamic.Linear`` (``torch.ao.nn.quantized.dynamic``).
+(``torch.ao.nn.quantized``) and ``dynamic.Linear`` / ``dynamic.LSTM`` (``torch.ao.nn.quantized.dynamic``).
 
 Quantized modules keep their state in plain buffers (int8 weights, float scales, integer
 zero points), so ``state_dict`` saves with ``corenn.save`` like any model's and loads into a
@@ -11,6 +11,7 @@ freshly converted model.
 """
 from __future__ import annotations
 
+import copy
 import types
 
 import numpy as np
@@ -18,9 +19,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import corenn
 from corenn import nn
+from corenn.nn.utils.rnn import PackedSequence
 
 from . import kernels
-from .fake_quantize import FakeQuantize
 from .qtensor import QTensor, per_tensor_affine, qint8, quantize_array, quint8
 
 __all__ = ["QuantStub", "DeQuantStub", "QuantWrapper", "Quantize", "DeQuantize", "FloatFunctional", "QFunctional",
@@ -269,13 +270,12 @@ qat = types.SimpleNamespace(Linear=QATLinear, Conv2d=QATConv2d, LinearReLU=QATLi
 
 def _weight_observed(module, weight_observer):
     """Quantize ``module.weight`` with ``weight_observer``: int8 values, per-output-channel scales and zero points."""
-    weight = module.weight.detach()
-    if isinstance(weight_observer, FakeQuantize):
-        observer = weight_observer
-        observer(weight)
-    else:
-        observer = weight_observer
-        observer(weight)
+    return _quantize_weight(module.weight.detach(), weight_observer)
+
+
+def _quantize_weight(weight, observer):
+    """Quantize the float tensor ``weight`` with ``observer`` (an observer or a FakeQuantize, which observes too)."""
+    observer(weight)
     scales, zero_points = observer.calculate_qparams()
     scales = scales.numpy().astype(np.float64).reshape(-1)
     zero_points = zero_points.numpy().astype(np.int64).reshape(-1)
@@ -503,12 +503,16 @@ class DynamicLinear(_PackedWeights):
         if isinstance(x, QTensor):
             raise RuntimeError("dynamic quantized Linear: expected a float input, got a quantized tensor")
         array = x.detach().numpy()
-        rows = np.ascontiguousarray(array.reshape(-1, self.in_features), dtype=np.float32)
+        out = self.linear_rows(array.reshape(-1, self.in_features))
+        return corenn.from_numpy(out.reshape(array.shape[:-1] + (self.out_features,)))
+
+    def linear_rows(self, rows: np.ndarray) -> np.ndarray:
+        """float32 (M, out_features) from float (M, in_features) rows, quantized together over their own range."""
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
         xq, x_scale, x_zero_point = kernels.quantize_rows_dynamic(rows)
         ops = self.gemm_operands()
-        out = kernels.linear_dequantized(xq, x_zero_point, ops["wq"], ops["sums"], ops["scales"] * np.float32(x_scale),
-                                         ops["bias"], ops["weight_t_float"])
-        return corenn.from_numpy(out.reshape(array.shape[:-1] + (self.out_features,)))
+        return kernels.linear_dequantized(xq, x_zero_point, ops["wq"], ops["sums"],
+                                          ops["scales"] * np.float32(x_scale), ops["bias"], ops["weight_t_float"])
 
     @classmethod
     def from_float(cls, module, weight_observer=None):
@@ -528,4 +532,241 @@ class DynamicLinear(_PackedWeights):
                 "qscheme=corenn.per_channel_symmetric")
 
 
-dynamic = types.SimpleNamespace(Linear=DynamicLinear)
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # The tanh form stays in float32 and never overflows, unlike 1 / (1 + exp(-x)) for very negative x.
+    return np.float32(0.5) * (np.tanh(np.float32(0.5) * x) + np.float32(1.0))
+
+
+def _lstm_cell(input_gates, h, c, hh, hr):
+    """One LSTM step on float32 rows: ``input_gates`` is ``x W_ih^T + b_ih``, already computed."""
+    gates = input_gates + hh.linear_rows(h)          # h is quantized here, over this step's rows
+    in_gate, forget_gate, cell_gate, out_gate = np.split(gates, 4, axis=1)
+    c = _sigmoid(forget_gate) * c + _sigmoid(in_gate) * np.tanh(cell_gate)
+    h = _sigmoid(out_gate) * np.tanh(c)
+    if hr is not None:  # proj_size > 0: the hidden state is projected down, by a quantized weight too
+        h = hr.linear_rows(h)
+    return h, c
+
+
+def _lstm_direction(input_gates, batch_sizes, h0, c0, hh, hr, reverse):
+    """One direction of one layer over packed rows (step after step); returns (output rows, h_n, c_n).
+
+    Sequences are sorted longest first, so the running rows are always a prefix: forwards,
+    finished sequences leave the end of the state; backwards, they join as their last step comes.
+    """
+    offsets = np.cumsum([0] + batch_sizes)
+    outputs = [None] * len(batch_sizes)
+    if not reverse:
+        h, c, finished = h0, c0, []
+        for t, size in enumerate(batch_sizes):
+            if size < h.shape[0]:
+                finished.append((h[size:], c[size:]))
+                h, c = h[:size], c[:size]
+            h, c = _lstm_cell(input_gates[offsets[t]:offsets[t + 1]], h, c, hh, hr)
+            outputs[t] = h
+        finished.append((h, c))
+        h = np.concatenate([part[0] for part in reversed(finished)])
+        c = np.concatenate([part[1] for part in reversed(finished)])
+    else:
+        h, c = h0[:batch_sizes[-1]], c0[:batch_sizes[-1]]
+        for t in range(len(batch_sizes) - 1, -1, -1):
+            size, running = batch_sizes[t], h.shape[0]
+            if size > running:
+                h = np.concatenate([h, h0[running:size]])
+                c = np.concatenate([c, c0[running:size]])
+            h, c = _lstm_cell(input_gates[offsets[t]:offsets[t + 1]], h, c, hh, hr)
+            outputs[t] = h
+    return np.concatenate(outputs), h, c
+
+
+class DynamicLSTM(nn.Module):
+    """``LSTM`` with int8 weights whose float activations are quantized at run time (``torch.ao.nn.quantized.dynamic.LSTM``).
+
+    Every layer and direction holds two ``dynamic.Linear``: ``ih_l{k}[_reverse]`` (``W_ih``,
+    ``b_ih``) and ``hh_l{k}[_reverse]`` (``W_hh``, ``b_hh``), plus ``hr_l{k}[_reverse]``
+    (``W_hr``) with ``proj_size``. As in PyTorch's CPU kernel, a layer's input projection is
+    one product over every time step, its input quantized over the whole sequence (step by
+    step for a PackedSequence, as PyTorch does); the hidden state is quantized at each step.
+    Biases and the cell arithmetic stay float32. Forward API as ``nn.LSTM``'s: ``(output,
+    (h_n, c_n))``, batched or not, ``batch_first``, ``(h_0, c_0)``, PackedSequence.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 dtype=qint8):
+        super().__init__()
+        if dtype is not qint8:
+            raise NotImplementedError(f"dynamic quantized LSTM: dtype {dtype!r} is not supported; corenn-quantize "
+                                      "quantizes LSTM weights to corenn.qint8 only")
+        if not 0 <= proj_size < hidden_size:
+            raise ValueError(f"dynamic quantized LSTM: proj_size must be 0 or smaller than hidden_size "
+                             f"({hidden_size}), got {proj_size}")
+        self.mode = "LSTM"
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size, self.dtype = bidirectional, proj_size, dtype
+        directions = 2 if bidirectional else 1
+        real_hidden_size = proj_size if proj_size > 0 else hidden_size
+        for layer in range(num_layers):
+            layer_input_size = input_size if layer == 0 else real_hidden_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+                setattr(self, "ih" + suffix, DynamicLinear(layer_input_size, 4 * hidden_size, bias))
+                setattr(self, "hh" + suffix, DynamicLinear(real_hidden_size, 4 * hidden_size, bias))
+                if proj_size > 0:
+                    setattr(self, "hr" + suffix, DynamicLinear(hidden_size, proj_size, False))
+
+    def _suffixes(self):
+        directions = ("", "_reverse") if self.bidirectional else ("",)
+        return [f"_l{layer}{reverse}" for layer in range(self.num_layers) for reverse in directions]
+
+    def get_weight(self) -> dict:
+        """The int8 weights as quantized tensors, under the float module's names (PyTorch's ``get_weight``)."""
+        kinds = ("ih", "hh", "hr") if self.proj_size > 0 else ("ih", "hh")
+        return {f"weight_{kind}{suffix}": getattr(self, kind + suffix).weight()
+                for suffix in self._suffixes() for kind in kinds}
+
+    def get_bias(self) -> dict:
+        """The float biases under the float module's names (PyTorch's ``get_bias``)."""
+        return {f"bias_{kind}{suffix}": getattr(self, kind + suffix).bias()
+                for suffix in self._suffixes() for kind in ("ih", "hh")}
+
+    def forward(self, input, hx=None):
+        name = "dynamic quantized LSTM"
+        packed = isinstance(input, PackedSequence)
+        directions = 2 if self.bidirectional else 1
+        state_sizes = (self.proj_size if self.proj_size > 0 else self.hidden_size, self.hidden_size)
+        if packed:
+            data, batch_sizes_tensor, sorted_indices, unsorted_indices = input
+            batch_sizes = [int(n) for n in batch_sizes_tensor.tolist()]
+            batch, batched = batch_sizes[0], True
+            if data.ndim != 2:
+                raise RuntimeError(f"{name}: packed input data must have 2 dimensions, got {data.ndim}")
+            rows = data.detach().numpy()
+        else:
+            if not isinstance(input, corenn.Tensor):
+                raise TypeError(f"{name}.forward(): input must be a Tensor or a PackedSequence, got "
+                                f"{type(input).__name__}")
+            if input.ndim not in (2, 3):
+                raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D tensor instead")
+            batched = input.ndim == 3
+            array = input.detach().numpy()
+            if not batched:
+                array = array[:, None]
+            elif self.batch_first:
+                array = array.transpose(1, 0, 2)
+            steps, batch = array.shape[0], array.shape[1]
+            batch_sizes = [batch] * steps
+            rows = array.reshape(steps * batch, array.shape[2])
+            sorted_indices = unsorted_indices = None
+        if rows.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {rows.shape[-1]}")
+        layer_input = np.ascontiguousarray(rows, dtype=np.float32)
+
+        # the initial state: (layers * directions, N, size) float32 arrays for h and c
+        if hx is None:
+            states0 = [np.zeros((self.num_layers * directions, batch, size), np.float32) for size in state_sizes]
+        else:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                raise RuntimeError(f"{name}: hx must be a tuple (h_0, c_0)")
+            wanted = 3 if batched else 2
+            if any(s.ndim != wanted for s in hx):
+                got = ", ".join(f"{s.ndim}-D" for s in hx)
+                raise RuntimeError(f"For {'batched 3-D' if batched else 'unbatched 2-D'} input, hx and cx should "
+                                   f"also be {wanted}-D but got ({got}) tensors")
+            states0 = [np.asarray(s.detach().numpy(), np.float32) for s in hx]
+            if not batched:
+                states0 = [s[:, None] for s in states0]
+            for index, (s, size) in enumerate(zip(states0, state_sizes)):
+                expected = (self.num_layers * directions, batch, size)
+                if s.shape != expected:
+                    raise RuntimeError(f"Expected hidden[{index}] size {expected}, got {list(s.shape)}")
+            if sorted_indices is not None:
+                order = sorted_indices.numpy()
+                states0 = [s[:, order] for s in states0]
+
+        finals_h, finals_c = [], []
+        for layer in range(self.num_layers):
+            if layer > 0 and self.dropout > 0 and self.training:
+                layer_input = nn.functional.dropout(corenn.from_numpy(layer_input), self.dropout).numpy()
+            outputs = []
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
+                ih, hh = getattr(self, "ih" + suffix), getattr(self, "hh" + suffix)
+                hr = getattr(self, "hr" + suffix) if self.proj_size > 0 else None
+                # every time step in one product, quantized over the whole (padded or packed) sequence,
+                # as PyTorch's kernel does: quantizing step by step would give other scales
+                input_gates = ih.linear_rows(layer_input)
+                index = layer * directions + direction
+                output, h, c = _lstm_direction(input_gates, batch_sizes, states0[0][index], states0[1][index],
+                                               hh, hr, reverse=direction == 1)
+                outputs.append(output)
+                finals_h.append(h)
+                finals_c.append(c)
+            layer_input = outputs[0] if directions == 1 else np.concatenate(outputs, axis=1)
+        h_n, c_n = np.stack(finals_h), np.stack(finals_c)
+
+        if packed:
+            if unsorted_indices is not None:
+                order = unsorted_indices.numpy()
+                h_n, c_n = h_n[:, order], c_n[:, order]
+            output = PackedSequence(corenn.from_numpy(layer_input), batch_sizes_tensor, sorted_indices,
+                                    unsorted_indices)
+        else:
+            output = layer_input.reshape(len(batch_sizes), batch, layer_input.shape[-1])
+            if not batched:
+                output, h_n, c_n = output[:, 0], h_n[:, 0], c_n[:, 0]
+            elif self.batch_first:
+                output = output.transpose(1, 0, 2)
+            output = corenn.from_numpy(np.ascontiguousarray(output))
+        return output, (corenn.from_numpy(np.ascontiguousarray(h_n)), corenn.from_numpy(np.ascontiguousarray(c_n)))
+
+    @classmethod
+    def from_float(cls, module, weight_observer=None):
+        """Quantize every ``weight_ih`` / ``weight_hh`` (and ``weight_hr``) of ``module``, each with its own observer.
+
+        ``weight_observer`` is an observer not yet used (``quantize_dynamic`` passes
+        ``qconfig.weight()``); each weight gets a fresh copy of it, as PyTorch makes one
+        observer per weight, so that no weight's range widens another's scale.
+        """
+        if not isinstance(module, nn.LSTM):
+            raise TypeError(f"dynamic quantized LSTM.from_float: expected an nn.LSTM, got {type(module).__name__}")
+        if weight_observer is None:
+            weight_observer = module.qconfig.weight()
+        if getattr(weight_observer, "dtype", qint8) is not qint8:
+            raise NotImplementedError(f"quantize_dynamic: weight dtype {weight_observer.dtype!r} is not supported; "
+                                      "corenn-quantize quantizes dynamic LSTM weights to corenn.qint8")
+        quantized = cls(module.input_size, module.hidden_size, module.num_layers, module.bias, module.batch_first,
+                        module.dropout, module.bidirectional, module.proj_size)
+        for suffix in quantized._suffixes():
+            for kind in ("ih", "hh", "hr"):
+                target = getattr(quantized, kind + suffix, None)
+                if target is None:
+                    continue
+                weight = getattr(module, f"weight_{kind}{suffix}").detach()
+                values, scales, zero_points = _quantize_weight(weight, copy.deepcopy(weight_observer))
+                bias = getattr(module, f"bias_{kind}{suffix}") if module.bias and kind != "hr" else None
+                target.set_weights(values, scales, zero_points, None if bias is None else bias.detach().numpy())
+        # A fresh module is in training mode; keep the float module's, so that dropout between layers
+        # does not switch on in a model that was quantized in eval mode.
+        return quantized.train(module.training)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s + ", dtype=corenn.qint8"
+
+
+dynamic = types.SimpleNamespace(Linear=DynamicLinear, LSTM=DynamicLSTM)

@@ -95,7 +95,8 @@ def get_default_qat_module_mappings() -> dict:
 
 
 def get_default_dynamic_quant_module_mappings() -> dict:
-    return {nn.Linear: qm.DynamicLinear}
+    """float module class -> dynamically quantized module class, for ``quantize_dynamic``."""
+    return {nn.Linear: qm.DynamicLinear, nn.LSTM: qm.DynamicLSTM}
 
 
 # Modules whose output prepare observes (the ones convert turns into quantized modules that need an output scale).
@@ -234,9 +235,10 @@ def quantize_qat(model, run_fn, run_args, inplace: bool = False):
 def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace: bool = False):
     """Quantize the weights of the chosen module types to int8; activations are quantized at run time.
 
-    ``qconfig_spec`` is a set of module types (``{nn.Linear}``) or a dict from types or
+    ``qconfig_spec`` is a set of module types (``{nn.Linear, nn.LSTM}``) or a dict from types or
     qualified names to ``QConfig``; by default every ``nn.Linear``. Weights are quantized per
-    output channel (``per_channel_dynamic_qconfig``) unless a qconfig says otherwise.
+    output channel (``per_channel_dynamic_qconfig``) unless a qconfig says otherwise; an
+    ``nn.LSTM`` becomes a ``dynamic.LSTM`` with every ``weight_ih`` / ``weight_hh`` in int8.
     ``dtype`` must be ``corenn.qint8`` (float16 dynamic quantization is not provided).
     Applied recursively: a module matched by type anywhere in the model is replaced.
     """
@@ -252,8 +254,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
     for key in qconfig_spec:
         if isinstance(key, type) and key not in supported:
             raise NotImplementedError(f"quantize_dynamic: {key.__name__} is not supported by corenn-quantize "
-                                      f"(dynamic quantization covers {', '.join(k.__name__ for k in supported)}; "
-                                      "nn.LSTM does not exist in corenn yet)")
+                                      f"(dynamic quantization covers {', '.join(k.__name__ for k in supported)})")
         if not isinstance(key, (type, str)):
             raise TypeError(f"quantize_dynamic: qconfig_spec keys must be module types or qualified names, got "
                             f"{key!r}")
