@@ -154,6 +154,15 @@ def test_dynamic_lstm_with_projection_approximates_the_float_lstm():
     assert np.abs(c_n.numpy() - float_c_n.detach().numpy()).max() < 0.05
 
 
+def test_dynamic_lstm_without_bias_approximates_the_float_lstm():
+    # PyTorch's from_float asserts mod.bias; here the products simply have no bias to add
+    lstm = nn.LSTM(10, 16, num_layers=2, bias=False).eval()
+    qlstm = Q.quantize_dynamic(nn.Sequential(lstm), {nn.LSTM})[0]
+    assert all(bias is None for bias in qlstm.get_bias().values())
+    x = corenn.from_numpy(RNG.standard_normal((7, 2, 10)).astype(np.float32))
+    assert np.abs(qlstm(x)[0].numpy() - lstm(x)[0].detach().numpy()).max() < 0.05
+
+
 def test_quantized_lstm_saves_loads_into_a_fresh_model_and_deepcopies(tmp_path):
     model = Tagger(nn.LSTM(32, 64, num_layers=2, bidirectional=True, batch_first=True)).eval()
     quantized = Q.quantize_dynamic(model, {nn.Linear, nn.LSTM})
