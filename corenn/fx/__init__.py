@@ -26,9 +26,10 @@ from corenn.fx.graph_module import GraphModule
 from corenn.fx.interpreter import Interpreter, Transformer
 from corenn.fx.node import Node, map_arg, map_aggregate
 from corenn.fx.proxy import Attribute, Proxy, TraceError
-from corenn.fx.tracer import Tracer, symbolic_trace, wrap
+from corenn.fx.tracer import GraphAppendingTracer, Tracer, symbolic_trace, wrap
 from corenn.fx import passes, subgraph_rewriter  # noqa: E402
+from corenn.fx.subgraph_rewriter import replace_pattern  # noqa: E402  (torch.fx has it at the top)
 
 __all__ = ["Graph", "GraphModule", "Interpreter", "Node", "Proxy", "PythonCode", "TraceError", "Tracer",
            "Transformer", "map_arg", "map_aggregate", "passes", "subgraph_rewriter", "symbolic_trace", "wrap",
-           "Attribute"]
+           "Attribute", "GraphAppendingTracer", "replace_pattern"]

@@ -87,9 +87,9 @@ class Proxy:
     """
 
     def __init__(self, node, tracer=None):
-        if tracer is None:
-            from corenn.fx.tracer import Tracer
-            tracer = Tracer()
+        if tracer is None:  # a proxy made by hand in a graph transform: its ops go into the node's graph
+            from corenn.fx.tracer import GraphAppendingTracer
+            tracer = GraphAppendingTracer(node.graph)
         self.tracer = tracer
         self.node = node
 
@@ -229,3 +229,12 @@ for _name in _UNARY:
     setattr(Proxy, _dunder(_name), _method)
 Proxy.__hash__ = lambda self: id(self)  # defining __eq__ removed it; proxies are keyed by identity
 del _name, _target, _method
+
+
+def __getattr__(name):
+    # GraphAppendingTracer subclasses Tracer, whose module imports this one: defined there, found here too,
+    # where torch.fx.proxy has it.
+    if name == "GraphAppendingTracer":
+        from corenn.fx.tracer import GraphAppendingTracer
+        return GraphAppendingTracer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

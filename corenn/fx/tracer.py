@@ -562,6 +562,26 @@ def _defer_to_proxy(method):
     return wrapper
 
 
+class GraphAppendingTracer(Tracer):
+    """A tracer that appends to an existing graph, at its current insertion point (``torch.fx.proxy``'s).
+
+    For graph transforms written with proxies: wrap a node in ``Proxy(node)`` (which uses this
+    tracer on ``node.graph``) and call ops on it; each op becomes a node inserted where the graph
+    inserts now.
+
+    Example::
+
+        >>> gm = corenn.fx.symbolic_trace(model)                          # doctest: +SKIP
+        >>> node = next(n for n in gm.graph.nodes if n.op == "call_module")   # doctest: +SKIP
+        >>> with gm.graph.inserting_after(node):                          # doctest: +SKIP
+        ...     doubled = corenn.fx.Proxy(node, GraphAppendingTracer(gm.graph)) * 2
+    """
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+
+
 def symbolic_trace(root, concrete_args: dict | None = None):
     """Trace a module or function into a :class:`~corenn.fx.GraphModule`.
 
