@@ -752,7 +752,10 @@ def _convert_index(index, device):
                 continue
             converted.append(array)
             advanced = True
-        elif isinstance(item, (list,)) or (hasattr(item, "dtype") and hasattr(item, "shape")):
+        elif isinstance(item, range):  # a sequence of integers, as PyTorch reads it: x[range(n), labels]
+            converted.append(_host_to(np.arange(item.start, item.stop, item.step, dtype=np.int64), device))
+            advanced = True
+        elif isinstance(item, (list, tuple)) or (hasattr(item, "dtype") and hasattr(item, "shape")):
             array = device._xp.asarray(item) if isinstance(item, device._xp.ndarray) else _host_to(item, device)
             if array.dtype.kind == "b":
                 converted.extend(device._xp.nonzero(array))
@@ -767,8 +770,9 @@ def _convert_index(index, device):
         elif isinstance(item, (numbers.Integral, slice)) or item is None or item is Ellipsis:
             converted.append(item)
         else:
-            raise IndexError(named(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
-                                   f"are valid indices (got {type(item).__name__})"))
+            raise IndexError(named(f"only integers, slices (`:`), ellipsis (`...`), None, sequences of integers "
+                                   f"(lists, ranges) and long or byte Variables are valid indices "
+                                   f"(got {type(item).__name__})"))
     return tuple(converted), advanced
 
 
