@@ -1064,8 +1064,12 @@ def device_of_array(array) -> dispatch.device:
     raise TypeError(f"cannot tell the device of a {type(array).__name__}")
 
 
-def _infer_array(data, xp):
-    """Python data -> host array with PyTorch's default dtype choices."""
+def _infer_array(data, xp, dtype=None):
+    """Python data -> host array with PyTorch's default dtype choices, or in ``dtype`` when one is asked for.
+
+    With a ``dtype``, Python numbers go straight to it: through the default float32 first, a
+    float64 tensor of ``[1.000001]`` would hold float32's rounding of it.
+    """
     if isinstance(data, np.ndarray):
         return data
     if isinstance(data, Tensor):
@@ -1074,6 +1078,8 @@ def _infer_array(data, xp):
         if any(isinstance(x, Tensor) for x in _flatten_first(data)):
             data = _tensors_to_values(data)
     array = np.asarray(data)
+    if dtype is not None and array.dtype.kind in "biufc":
+        return array.astype(dtype.numpy, copy=False)
     if array.dtype == np.float64 and not isinstance(data, np.generic):
         array = array.astype(_dtype.get_default_dtype().numpy)  # Python floats -> default dtype
     elif array.dtype.kind in "iu" and not isinstance(data, np.generic):
@@ -1118,10 +1124,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
                       "sourceTensor.clone().detach().requires_grad_(True), rather than corenn.tensor(sourceTensor).",
                       UserWarning, stacklevel=2)
     target_device = dispatch.resolve_device(device) if device is not None else _CPU
-    host = _infer_array(data, None)
+    if dtype is not None and not isinstance(dtype, _dtype.dtype):
+        raise TypeError(f"dtype must be a corenn.dtype such as corenn.float32, got {dtype!r}")
+    host = _infer_array(data, None, dtype)
     if dtype is not None:
-        if not isinstance(dtype, _dtype.dtype):
-            raise TypeError(f"dtype must be a corenn.dtype such as corenn.float32, got {dtype!r}")
         host = host.astype(dtype.numpy, copy=False)
     else:
         _dtype.from_numpy(host.dtype)  # raises a clear TypeError for unsupported numpy dtypes
