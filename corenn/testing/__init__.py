@@ -4,6 +4,8 @@
   (from the top-level module ``_corenn_pytestplugin``, loaded by pytest automatically
   through the ``pytest11`` entry point, which imports corenn only when a test uses the
   fixture): register a plugin object for one test, remove it after.
+- :func:`assert_close`: PyTorch's ``torch.testing.assert_close`` (tolerances by dtype, the
+  same messages), for tests written against PyTorch's;
 - the op-conformance kit, :mod:`corenn.testing.opcheck` (``check_op``,
   ``run_conformance``, ``opcheck_params``, ...): reruns the core's op checks against
   whatever kernels are registered, on any device, comparing them with PyTorch, numpy
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 
+from corenn.testing.comparison import assert_close
 from corenn.testing.plugin import register_plugin
 
 # The conformance kit's names, re-exported lazily: importing corenn.testing (which the fixture
@@ -28,7 +31,7 @@ from corenn.testing.plugin import register_plugin
 _OPCHECK_NAMES = ("Float", "Index", "Mask", "Special", "OpCase", "CASES", "EXEMPT", "ConformanceError", "cases",
                   "check_op", "opcheck_params", "run_conformance", "uncovered_kernels")
 
-__all__ = ["register_plugin", "opcheck", *_OPCHECK_NAMES]
+__all__ = ["assert_close", "register_plugin", "opcheck", *_OPCHECK_NAMES]
 
 
 def __getattr__(name):
