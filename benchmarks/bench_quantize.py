@@ -12,7 +12,6 @@ import argparse
 import os
 import platform
 import tempfile
-import time
 import warnings
 
 import numpy as np
@@ -21,6 +20,8 @@ import corenn
 from corenn import nn
 import corenn_quantize as Q
 from corenn_quantize import kernels
+
+from timing import median_seconds
 
 
 def cpu_name() -> str:
@@ -34,14 +35,7 @@ def cpu_name() -> str:
 
 
 def median_ms(function, repeats: int) -> float:
-    for _ in range(3):
-        function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
+    return median_seconds(function, repeats) * 1e3
 
 
 def main():
