@@ -14,7 +14,6 @@ import platform
 import tempfile
 import warnings
 
-import numpy as np
 
 import corenn
 from corenn import nn
