@@ -14,7 +14,6 @@ import platform
 import tempfile
 import warnings
 
-
 import corenn
 from corenn import nn
 import corenn_quantize as Q
