@@ -11,6 +11,8 @@ from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
 from corenn.ops import activation, conv, dropout, embedding, loss, normalization, pooling  # layer kernels
 from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, looked up by corenn.optim
+from corenn.ops import recurrent  # noqa: F401 - lstm_cell, one LSTM step for nn.LSTM / nn.LSTMCell
+from corenn.ops.recurrent import lstm_cell  # noqa: F401
 from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403
@@ -30,7 +32,7 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + conv.__all__ + pooling.__all__ + activation.__all__
+                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__
                      + ["return_types"]))
 
 

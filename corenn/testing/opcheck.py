@@ -1032,6 +1032,14 @@ _OPTIMIZER = [
            kernels=("adam_update",), **_OPT),
 ]
 
+_RECURRENT = [
+    OpCase("lstm_cell", lambda lib, x, h, c, w_ih, w_hh, b_ih, b_hh: lib.lstm_cell(x, (h, c), w_ih, w_hh, b_ih, b_hh),
+           [Float((3, 5)), Float((3, 4)), Float((3, 4)), Float((16, 5)), Float((16, 4)), Float((16,)), Float((16,))],
+           **_N),
+    OpCase("lstm_cell", lambda lib, x, h, c, w_ih, w_hh: lib.lstm_cell(x, (h, c), w_ih, w_hh),
+           [Float((2, 3)), Float((2, 2)), Float((2, 2)), Float((8, 3)), Float((8, 2))], label="no-bias", **_N),
+]
+
 #: Every case, in table order.
 CASES: list[OpCase] = (_ELEMENTWISE + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
-                       + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER)
+                       + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER + _RECURRENT)

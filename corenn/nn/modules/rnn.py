@@ -23,6 +23,7 @@ from corenn.module.module import Module
 from corenn.module.parameter import Parameter
 from corenn.nn import functional as F, init
 from corenn.nn.utils.rnn import PackedSequence
+from corenn.ops.recurrent import lstm_step
 from corenn.tensor.tensor import Tensor
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -43,11 +44,8 @@ def _rnn_relu_step(input_gates, state, w_hh, b_hh, w_hr=None):
 
 
 def _lstm_step(input_gates, state, w_hh, b_hh, w_hr=None):
-    h, c = state
-    gates = input_gates + F.linear(h, w_hh, b_hh)
-    in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, -1)
-    c = corenn.sigmoid(forget_gate) * c + corenn.sigmoid(in_gate) * corenn.tanh(cell_gate)
-    h = corenn.sigmoid(out_gate) * corenn.tanh(c)
+    # One node per step (corenn.ops.recurrent): the dozen ops of the gates cost more than their arithmetic.
+    h, c = lstm_step(input_gates, state[0], state[1], w_hh, b_hh)
     if w_hr is not None:  # proj_size > 0: the hidden state is projected down
         h = F.linear(h, w_hr)
     return h, c

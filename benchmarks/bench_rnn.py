@@ -1,0 +1,101 @@
+"""LSTM training step side by side with PyTorch: the word-level language model of PyTorch's examples, tiny.
+
+Rows (float32, same weights and data in every column): a 2-layer ``nn.LSTM`` (embedding 64 ->
+hidden 64), sequence 35, batch 20 -- forward, loss on a linear decoder, backward -- and the
+same with one layer and a longer sequence. Columns:
+
+- corenn: ``nn.LSTM`` as shipped (one ``lstm_cell`` kernel per time step);
+- corenn, one op per gate: the same step written from single ops (a matmul, an add, a split,
+  sigmoids, tanhs, multiplies), as ``nn.LSTM`` computed it before the fused step -- what the
+  fusion buys;
+- PyTorch 2.13 (CPU, its fused LSTM).
+
+    python benchmarks/bench_rnn.py [--repeats 20]
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from timing import median_seconds
+
+SHAPES = {"2-layer LSTM 64, seq 35, batch 20": (2, 64, 35, 20), "1-layer LSTM 128, seq 100, batch 8": (1, 128, 100, 8)}
+
+
+def _unfused_lstm_step(input_gates, state, w_hh, b_hh, w_hr=None):
+    import corenn
+    import corenn.nn.functional as F
+    h, c = state
+    gates = input_gates + F.linear(h, w_hh, b_hh)
+    in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, -1)
+    c = corenn.sigmoid(forget_gate) * c + corenn.sigmoid(in_gate) * corenn.tanh(cell_gate)
+    h = corenn.sigmoid(out_gate) * corenn.tanh(c)
+    return (h if w_hr is None else F.linear(h, w_hr)), c
+
+
+def _step_function(lib, layers, hidden, length, batch):
+    lib.manual_seed(0)
+    lstm = lib.nn.LSTM(hidden, hidden, num_layers=layers)
+    decoder = lib.nn.Linear(hidden, 100)
+    rng = np.random.default_rng(0)
+    x = lib.tensor(rng.standard_normal((length, batch, hidden)).astype(np.float32))
+    target = lib.tensor(rng.integers(0, 100, (length * batch,)))
+    return lstm, decoder, x, target
+
+
+def _copy_weights(source, target):
+    import corenn
+    for (name, p), (_, q) in zip(source.named_parameters(), target.named_parameters()):
+        q.data = corenn.tensor(p.detach().numpy().copy()) if hasattr(q, "_data") else q.data
+    return target
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    import corenn
+    from corenn.nn.modules import rnn as corenn_rnn
+    try:
+        import torch
+        torch.set_num_threads(2)
+    except ImportError:
+        torch = None
+    print(f"{'workload':<38} {'corenn ms':>10} {'one op per gate ms':>19} {'PyTorch ms':>11} {'corenn/PT':>10} "
+          f"{'fused speed-up':>15}")
+    for label, (layers, hidden, length, batch) in SHAPES.items():
+        lstm, decoder, x, target = _step_function(corenn, layers, hidden, length, batch)
+
+        def corenn_step():
+            out, _ = lstm(x)
+            corenn.nn.functional.cross_entropy(decoder(out.reshape(-1, hidden)), target).backward()
+
+        fused = median_seconds(corenn_step, args.repeats)
+        shipped = corenn_rnn._STEPS["LSTM"]
+        corenn_rnn._STEPS["LSTM"] = _unfused_lstm_step
+        try:
+            unfused = median_seconds(corenn_step, args.repeats)
+        finally:
+            corenn_rnn._STEPS["LSTM"] = shipped
+        reference = None
+        if torch is not None:
+            t_lstm, t_decoder, t_x, t_target = _step_function(torch, layers, hidden, length, batch)
+            with torch.no_grad():  # the same weights as corenn's
+                for p, q in zip(lstm.parameters(), t_lstm.parameters()):
+                    q.copy_(torch.from_numpy(p.detach().numpy()))
+                for p, q in zip(decoder.parameters(), t_decoder.parameters()):
+                    q.copy_(torch.from_numpy(p.detach().numpy()))
+                t_x.copy_(torch.from_numpy(x.numpy()))
+
+            def torch_step():
+                out, _ = t_lstm(t_x)
+                torch.nn.functional.cross_entropy(t_decoder(out.reshape(-1, hidden)), t_target).backward()
+            reference = median_seconds(torch_step, args.repeats)
+        ratio = f"{fused / reference:.2f}x" if reference else "-"
+        print(f"{label:<38} {fused * 1e3:>10.2f} {unfused * 1e3:>19.2f} "
+              f"{(reference or float('nan')) * 1e3:>11.2f} {ratio:>10} {unfused / fused:>14.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""One LSTM time step as one kernel: the hidden product, the four gates and both new states.
+
+Written from single ops, an LSTM step records about a dozen nodes (the product with
+``W_hh``, an add, a split, three sigmoids, two tanhs, three multiplies, an add), and at the
+small batches recurrent models train with, per-op bookkeeping is most of the time. Here the
+step is one node: ``nn.LSTM`` and ``nn.LSTMCell`` call it once per time step (the input
+projection of all time steps stays one matmul before the loop).
+
+The kernel's op is ``lstm_cell(input_gates, h, c, w_hh, b_hh=None) -> (h_next, c_next)``
+(:func:`lstm_step`), in PyTorch's gate order (input, forget, cell, output); :func:`lstm_cell`
+is PyTorch's ``torch.lstm_cell(input, (h, c), w_ih, w_hh, b_ih, b_hh)`` on top of it::
+
+    gates = input_gates + h @ w_hh.T + b_hh
+    i, f, g, o = sigmoid(gates[:, :H]), sigmoid(gates[:, H:2H]), tanh(gates[:, 2H:3H]), sigmoid(gates[:, 3H:])
+    c_next = f * c + i * g
+    h_next = o * tanh(c_next)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from corenn.ops._kernel import Op, check_tensor, kernel, run
+
+__all__ = ["lstm_cell"]
+
+
+def _sigmoid(xp, x):
+    # PyTorch's formula: exp(-x) overflows to inf for very negative x, and 1 / (1 + inf) is the right 0.
+    with np.errstate(over="ignore"):
+        return 1 / (1 + xp.exp(-x))
+
+
+@kernel("lstm_cell", "LstmCellBackward0")
+class LSTMCell(Op):
+    num_outputs = 2
+
+    @staticmethod
+    def forward(ctx, input_gates, h, c, w_hh, b_hh=None):
+        xp = ctx.xp
+        gates = input_gates + h @ w_hh.T
+        if b_hh is not None:
+            gates += b_hh
+        hidden = c.shape[-1]
+        # One sigmoid over all four gates (the cell gate's is not used) costs less than three calls.
+        activated = _sigmoid(xp, gates)
+        activated[..., 2 * hidden:3 * hidden] = xp.tanh(gates[..., 2 * hidden:3 * hidden])
+        in_gate, forget_gate = activated[..., :hidden], activated[..., hidden:2 * hidden]
+        cell_gate, out_gate = activated[..., 2 * hidden:3 * hidden], activated[..., 3 * hidden:]
+        c_next = forget_gate * c + in_gate * cell_gate
+        tanh_c = xp.tanh(c_next)
+        h_next = out_gate * tanh_c
+        ctx.save_for_backward(h, c, w_hh, activated, tanh_c)
+        ctx.has_bias = b_hh is not None
+        return h_next, c_next
+
+    @staticmethod
+    def backward(ctx, grads):
+        xp = ctx.xp
+        h, c, w_hh, activated, tanh_c = ctx.saved
+        hidden = c.shape[-1]
+        in_gate, forget_gate = activated[..., :hidden], activated[..., hidden:2 * hidden]
+        cell_gate, out_gate = activated[..., 2 * hidden:3 * hidden], activated[..., 3 * hidden:]
+        grad_h_next, grad_c_next = grads
+        # d c_next: what reaches it directly, plus what reaches it through h_next = o * tanh(c_next)
+        grad_c = xp.zeros_like(c) if grad_c_next is None else grad_c_next
+        grad_gates = xp.empty_like(activated)  # the gates' pre-activations, laid out as the forward's gates
+        if grad_h_next is not None:
+            grad_c = grad_c + grad_h_next * out_gate * (1 - tanh_c * tanh_c)
+            grad_gates[..., 3 * hidden:] = grad_h_next * tanh_c * out_gate * (1 - out_gate)
+        else:
+            grad_gates[..., 3 * hidden:] = 0
+        grad_gates[..., :hidden] = grad_c * cell_gate * in_gate * (1 - in_gate)
+        grad_gates[..., hidden:2 * hidden] = grad_c * c * forget_gate * (1 - forget_gate)
+        grad_gates[..., 2 * hidden:3 * hidden] = grad_c * in_gate * (1 - cell_gate * cell_gate)
+        need_gates, need_h, need_c, need_w, *need_b = ctx.needs_input_grad
+        grad_w = None
+        if need_w:
+            grad_w = grad_gates.T @ h if h.ndim == 2 else xp.outer(grad_gates, h)  # one unbatched step: outer
+        grad_b = None
+        if ctx.has_bias and need_b[0]:
+            grad_b = grad_gates.sum(axis=0) if grad_gates.ndim == 2 else grad_gates
+        return (grad_gates if need_gates else None,
+                grad_gates @ w_hh if need_h else None,
+                grad_c * forget_gate if need_c else None,
+                grad_w,
+                *((grad_b,) if ctx.has_bias else ()))
+
+
+def lstm_step(input_gates, h, c, w_hh, b_hh=None):
+    """One LSTM step, ``(h_next, c_next)``, from the input's gate pre-activations (``x @ w_ih.T + b_ih``).
+
+    The building block of ``nn.LSTM`` and ``nn.LSTMCell``, which compute the input's gates of
+    every time step in one product first. Tensors of one float dtype: ``input_gates`` (N, 4H),
+    ``h`` (N, H'), ``c`` (N, H), ``w_hh`` (4H, H'), ``b_hh`` (4H,) or None.
+    """
+    if b_hh is None:
+        return run("lstm_cell", input_gates, h, c, w_hh)
+    return run("lstm_cell", input_gates, h, c, w_hh, b_hh)
+
+
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One LSTM step from the input itself, ``(h_next, c_next)`` (``torch.lstm_cell``).
+
+        >>> h, c = corenn.lstm_cell(corenn.randn(3, 5), (corenn.zeros(3, 4), corenn.zeros(3, 4)),
+        ...                         corenn.randn(16, 5), corenn.randn(16, 4))
+        >>> h.shape
+        corenn.Size([3, 4])
+    """
+    from corenn.nn import functional as F
+    check_tensor(input, "input", "lstm_cell")
+    if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+        raise TypeError(f"lstm_cell(): argument 'hx' must be a tuple of two tensors (h, c), got {type(hx).__name__}")
+    h, c = hx
+    check_tensor(h, "hx[0]", "lstm_cell")
+    check_tensor(c, "hx[1]", "lstm_cell")
+    return lstm_step(F.linear(input, w_ih, b_ih), h, c, w_hh, b_hh)
