@@ -63,7 +63,7 @@ class LSTMCell(Op):
         grad_h_next, grad_c_next = grads
         # d c_next: what reaches it directly, plus what reaches it through h_next = o * tanh(c_next)
         grad_c = xp.zeros_like(c) if grad_c_next is None else grad_c_next
-        grad_gates = xp.empty_like(activated)  # the gates' pre-activations, laid out as the forward's gates
+        grad_gates = xp.zeros_like(activated)  # the gates' pre-activations, laid out as the forward's gates
         if grad_h_next is not None:
             grad_c = grad_c + grad_h_next * out_gate * (1 - tanh_c * tanh_c)
             grad_gates[..., 3 * hidden:] = grad_h_next * tanh_c * out_gate * (1 - out_gate)
