@@ -691,3 +691,880 @@ def pixel_unshuffle(input, downscale_factor):
     x = input.reshape(*batch, channels, height // r, r, width // r, r)
     x = x.permute(*range(lead), lead, lead + 2, lead + 4, lead + 1, lead + 3)   # (*, C, r, r, H, W)
     return x.reshape(*batch, channels * r * r, height // r, width // r)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Breadth (issue 22): instance/RMS/local-response norm, more activations and losses, distances,
+# fold/unfold, embedding_bag, channel shuffle, alpha dropout, LP pooling. Composites of the core's ops,
+# so autograd, devices and plugins come for free; the formulas follow PyTorch's own step by step.
+# ---------------------------------------------------------------------------------------------------------
+
+from corenn._argcheck import check_ints  # noqa: E402
+
+def _check_reduction(reduction, op):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _without_grad_clamp_min(tensor, minimum):
+    """``tensor.clamp_min(minimum)`` whose gradient is that of ``tensor`` itself.
+
+    PyTorch clamps some denominators in place under ``no_grad`` (cosine_similarity's norms,
+    gaussian_nll_loss's variance), so their gradient ignores the clamp; this mirrors it.
+    """
+    return tensor + (tensor.clamp_min(minimum) - tensor).detach()
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Normalise each (sample, channel) over its spatial dims; (N, C, *) input.
+
+    As in PyTorch, this is batch norm over a (1, N*C, *) view; with ``use_input_stats``
+    the running statistics (if given) move by ``momentum`` towards the batch's average
+    per-channel statistics.
+
+        >>> F.instance_norm(corenn.tensor([[[1., 3.]]])).tolist()
+        [[[-0.9999950528144836, 0.9999950528144836]]]
+    """
+    check_tensor(input, "input", "instance_norm")
+    for tensor, name in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
+                         (bias, "bias")):
+        if tensor is not None:
+            check_tensor(tensor, name, "instance_norm")
+    momentum, eps = check_number(momentum, "momentum"), check_number(eps, "eps")
+    if input.ndim < 2:
+        raise ValueError(f"instance_norm: expected input with at least 2 dimensions (N, C, *), got {input.ndim}D")
+    batch, channels = input.shape[0], input.shape[1]
+    if use_input_stats:
+        spatial = 1
+        for size in input.shape[2:]:
+            spatial *= size
+        if spatial == 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                             f"{list(input.shape)}")
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("instance_norm: Expected running_mean and running_var to be defined when "
+                           "use_input_stats is false")
+    folded = input.reshape(1, batch * channels, *input.shape[2:])
+    repeated_mean = running_mean.repeat(batch) if running_mean is not None else None
+    repeated_var = running_var.repeat(batch) if running_var is not None else None
+    out = _batch_norm(folded, repeated_mean, repeated_var, weight.repeat(batch) if weight is not None else None,
+                      bias.repeat(batch) if bias is not None else None, use_input_stats, momentum, eps)
+    if use_input_stats:
+        with corenn.no_grad():
+            # the batch-norm kernel moved every (sample, channel) copy; the running value is their mean
+            if running_mean is not None:
+                running_mean.copy_(repeated_mean.reshape(batch, channels).mean(0))
+            if running_var is not None:
+                running_var.copy_(repeated_var.reshape(batch, channels).mean(0))
+    return out.reshape(input.shape)
+
+
+def _machine_epsilon(dtype):
+    import numpy
+    if dtype is corenn.bfloat16:
+        return 2.0 ** -7          # 8 significand bits (numpy.finfo does not know bfloat16)
+    return float(numpy.finfo(dtype.numpy).eps) if dtype.is_floating_point else float(numpy.finfo(numpy.float32).eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` dims.
+
+    ``eps=None`` uses the machine epsilon of the input's dtype, as PyTorch.
+
+        >>> F.rms_norm(corenn.tensor([[3., 4.]]), (2,), eps=0.0).tolist()
+        [[0.8485281467437744, 1.1313708424568176]]
+    """
+    check_tensor(input, "input", "rms_norm")
+    shape = check_ints(normalized_shape, "normalized_shape") if not isinstance(normalized_shape, int) \
+        else (normalized_shape,)
+    if tuple(input.shape[input.ndim - len(shape):]) != tuple(shape) or len(shape) > input.ndim:
+        raise RuntimeError(f"rms_norm: Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size {list(input.shape)}")
+    if weight is not None:
+        check_tensor(weight, "weight", "rms_norm")
+    eps = _machine_epsilon(input.dtype) if eps is None else check_number(eps, "eps")
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    out = input * corenn.rsqrt((input * input).mean(dims, keepdim=True) + eps) if dims else input
+    return out * weight if weight is not None else out
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Divide each element by ``(k + alpha * mean of squares over `size` neighbouring channels) ** beta``.
+
+        >>> F.local_response_norm(corenn.ones(1, 3, 2), 2).shape
+        corenn.Size([1, 3, 2])
+    """
+    check_tensor(input, "input", "local_response_norm")
+    size = check_int(size, "size")
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: Expected 3D or higher dimensionality input (got {input.ndim} "
+                         f"dimensions)")
+    if size <= 0:
+        raise ValueError(f"local_response_norm: size must be positive, got {size}")
+    if input.numel() == 0:
+        return input
+    channels = input.shape[1]
+    squares = input * input
+    # zero-pad the channel axis as PyTorch does (size//2 before, (size-1)//2 after), then a window mean
+    padding = [0, 0] * (input.ndim - 2) + [size // 2, (size - 1) // 2]
+    padded = pad(squares, padding)
+    window = padded.narrow(1, 0, channels)
+    for offset in range(1, size):
+        window = window + padded.narrow(1, offset, channels)
+    div = (window / size * alpha + k) ** beta
+    return input / div
+
+
+def glu(input, dim=-1):
+    """Gated linear unit: split ``input`` in halves ``a, b`` along ``dim``; ``a * sigmoid(b)``.
+
+        >>> F.glu(corenn.tensor([2., 0.])).tolist()
+        [1.0]
+    """
+    check_tensor(input, "input", "glu")
+    dim = check_int(dim, "dim")
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if not -input.ndim <= dim < input.ndim:
+        raise IndexError(f"glu: Dimension out of range (expected to be in range of [{-input.ndim}, "
+                         f"{input.ndim - 1}], but got {dim})")
+    size = input.shape[dim]
+    if size % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {dim % input.ndim} is size {size}")
+    first, second = input.narrow(dim, 0, size // 2), input.narrow(dim, size // 2, size // 2)
+    return first * sigmoid(second)
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0.
+
+        >>> F.hardshrink(corenn.tensor([-1., 0.2, 0.7])).tolist()
+        [-1.0, 0.0, 0.699999988079071]
+    """
+    check_tensor(input, "input", "hardshrink")
+    lambd = check_number(lambd, "lambd")
+    return corenn.where((input > lambd) | (input < -lambd), input, corenn.zeros_like(input))
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0.
+
+        >>> F.softshrink(corenn.tensor([-1., 0.2, 1.5])).tolist()
+        [-0.5, 0.0, 1.0]
+    """
+    check_tensor(input, "input", "softshrink")
+    lambd = check_number(lambd, "lambd")
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}.")
+    zeros = corenn.zeros_like(input)
+    return corenn.where(input > lambd, input - lambd, corenn.where(input < -lambd, input + lambd, zeros))
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``x`` where ``x > threshold``, else ``value``.
+
+        >>> F.threshold(corenn.tensor([1., 3.]), 2., -1.).tolist()
+        [-1.0, 3.0]
+    """
+    check_tensor(input, "input", "threshold")
+    limit, value = check_number(threshold, "threshold"), check_number(value, "value")
+    out = corenn.where(input > limit, input, corenn.full_like(input, value))
+    return _inplace(input, out, inplace)
+
+
+def threshold_(input, threshold, value):
+    """In-place :func:`threshold`."""
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: in training each negative element gets a slope drawn from U(lower, upper);
+    in eval the slope is ``(lower + upper) / 2``.
+
+        >>> F.rrelu(corenn.tensor([-2., 1.]), 0.25, 0.25).tolist()
+        [-0.5, 1.0]
+    """
+    check_tensor(input, "input", "rrelu")
+    lower, upper = check_number(lower, "lower"), check_number(upper, "upper")
+    if lower > upper:
+        raise RuntimeError(f"rrelu: Lower bound should be less than or equal to the upper bound, got lower={lower} "
+                           f"and upper={upper}")
+    if not training:
+        return _inplace(input, _leaky_relu(input, (lower + upper) / 2), inplace)
+    slopes = corenn.rand(input.shape, dtype=input.dtype, device=input.device) * (upper - lower) + lower
+    return _inplace(input, corenn.where(input >= 0, input, input * slopes), inplace)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def elu_(input, alpha=1.0):
+    """In-place :func:`elu`."""
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input):
+    """In-place :func:`selu`."""
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    """In-place :func:`celu`."""
+    return celu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place :func:`leaky_relu`."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def channel_shuffle(input, groups):
+    """Interleave the channels of (N, C, *) input across ``groups`` (ShuffleNet).
+
+        >>> F.channel_shuffle(corenn.arange(4.).reshape(1, 4, 1), 2).flatten().tolist()
+        [0.0, 2.0, 1.0, 3.0]
+    """
+    check_tensor(input, "input", "channel_shuffle")
+    groups = check_int(groups, "groups")
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if groups <= 0:
+        raise RuntimeError(f"channel_shuffle: Number of groups to divide channels in must be positive. Value of "
+                           f"groups:{groups}")
+    batch, channels, *spatial = input.shape
+    if channels % groups:
+        raise RuntimeError(f"channel_shuffle: Number of channels must be divisible by groups. Got {channels} "
+                           f"channels and {groups} groups.")
+    x = input.reshape(batch, groups, channels // groups, *spatial).transpose(1, 2)
+    return x.reshape(input.shape)
+
+
+def _alpha_dropout(input, p, training, inplace, name, feature):
+    check_tensor(input, "input", name)
+    p = check_number(p, "p")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _inplace(input, input * 0.0, inplace)
+    # PyTorch's constants: keep SELU's self-normalising mean and variance (alpha = -selu_scale * selu_alpha)
+    alpha = 1.7580993408473766
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else tuple(input.shape)
+    keep = (corenn.rand(shape, device=input.device) >= p).to(input.dtype)
+    b = (keep - 1) * (alpha * a) + alpha * a * p
+    return _inplace(input, input * (keep * a) + b, inplace)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout that keeps SELU's zero mean and unit variance (dropped elements go to SELU's negative limit).
+
+        >>> F.alpha_dropout(corenn.ones(3), 0.5).tolist()
+        [1.0, 1.0, 1.0]
+    """
+    return _alpha_dropout(input, p, training, inplace, "alpha_dropout", feature=False)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """:func:`alpha_dropout` of whole channels of (N, C, *) input.
+
+        >>> F.feature_alpha_dropout(corenn.ones(2, 3, 4), 0.5).shape
+        corenn.Size([2, 3, 4])
+    """
+    return _alpha_dropout(input, p, training, inplace, "feature_alpha_dropout", feature=True)
+
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, name, average, window):
+    check_tensor(input, "input", name)
+    norm_type = check_number(norm_type, "norm_type")
+    powered = input ** norm_type
+    pooled = average(powered, kernel_size, stride if stride is not None else kernel_size, 0, ceil_mode)
+    return (corenn.sign(pooled) * relu(pooled.abs())).mul(window).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over (N, C, L): ``(sum over the window of x**p) ** (1/p)``.
+
+        >>> F.lp_pool1d(corenn.tensor([[[3., 4.]]]), 2, 2).tolist()
+        [[[5.0]]]
+    """
+    kernel = check_int(kernel_size, "kernel_size")
+    return _lp_pool(input, norm_type, kernel, stride, ceil_mode, "lp_pool1d", avg_pool1d, kernel)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over (N, C, H, W).
+
+        >>> F.lp_pool2d(corenn.ones(1, 1, 2, 2), 1, 2).tolist()
+        [[[[4.0]]]]
+    """
+    kernel = check_ints(kernel_size, "kernel_size")
+    kernel = kernel * 2 if len(kernel) == 1 else kernel
+    return _lp_pool(input, norm_type, kernel, stride, ceil_mode, "lp_pool2d", avg_pool2d, kernel[0] * kernel[1])
+
+
+# Distances ------------------------------------------------------------------------------------------------
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` over the last dimension (PyTorch adds ``eps`` to the difference).
+
+        >>> round(F.pairwise_distance(corenn.tensor([[0., 0.]]), corenn.tensor([[3., 4.]]), eps=0.).item(), 4)
+        5.0
+    """
+    check_tensor(x1, "x1", "pairwise_distance")
+    check_tensor(x2, "x2", "pairwise_distance")
+    p, eps = check_number(p, "p"), check_number(eps, "eps")
+    ndim = max(x1.ndim, x2.ndim)
+    if ndim == 0:
+        return (x1 - x2 + eps).abs()
+    return corenn.norm(x1 - x2 + eps, p, ndim - 1, keepdim=keepdim)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``x1 . x2 / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (inputs broadcast).
+
+        >>> F.cosine_similarity(corenn.tensor([[1., 0.]]), corenn.tensor([[1., 1.]])).tolist()
+        [0.7071067690849304]
+    """
+    check_tensor(x1, "x1", "cosine_similarity")
+    check_tensor(x2, "x2", "cosine_similarity")
+    dim, eps = check_int(dim, "dim"), check_number(eps, "eps")
+    x1, x2 = corenn.broadcast_tensors(x1, x2)
+    if x1.dtype is not x2.dtype:
+        dtype = corenn.promote_types(x1.dtype, x2.dtype)
+        x1, x2 = x1.to(dtype), x2.to(dtype)
+    if not x1.dtype.is_floating_point:
+        x1, x2 = x1.to(corenn.get_default_dtype()), x2.to(corenn.get_default_dtype())
+    # each vector divided by its own norm first, as PyTorch (better-conditioned than one division at the end)
+    norm1 = _without_grad_clamp_min(corenn.norm(x1, 2, dim, keepdim=True), eps)
+    norm2 = _without_grad_clamp_min(corenn.norm(x2, 2, dim, keepdim=True), eps)
+    return ((x1 / norm1) * (x2 / norm2)).sum(dim)
+
+
+def pdist(input, p=2):
+    """The p-norm distances between every pair of rows of an (N, M) input: the upper triangle, row by row.
+
+        >>> F.pdist(corenn.tensor([[0., 0.], [3., 4.], [0., 1.]])).tolist()
+        [5.0, 1.0, 4.242640495300293]
+    """
+    check_tensor(input, "input", "pdist")
+    p = check_number(p, "p")
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    rows = input.shape[0]
+    first, second = (corenn.tensor(index, device=input.device) for index in _upper_pairs(rows))
+    return corenn.norm(input.index_select(0, first) - input.index_select(0, second), p, 1)
+
+
+def _upper_pairs(rows):
+    import numpy
+    first, second = numpy.triu_indices(rows, 1)
+    return first.astype(numpy.int64), second.astype(numpy.int64)
+
+
+# Fold / unfold ----------------------------------------------------------------------------------------------
+
+def _pair_arg(value, name, op):
+    values = check_ints(value, name)
+    if len(values) == 1:
+        values = values * 2
+    if len(values) != 2:
+        raise RuntimeError(f"{op}: {name} must be an int or a pair of ints, got {value}")
+    return values
+
+
+def _patch_positions(height, width, kernel, dilation, padding, stride, op):
+    """Flat indices into the padded (H+2p, W+2p) image, ordered (kernel row, kernel col, out row, out col)."""
+    import numpy
+    for values, name, least in ((kernel, "kernel_size", 1), (dilation, "dilation", 1), (stride, "stride", 1),
+                                (padding, "padding", 0)):
+        if min(values) < least:
+            raise RuntimeError(f"{op}: expected {name} to be {'greater than zero' if least else 'non-negative'}, "
+                               f"but got {name}: {list(values)}")
+    padded_h, padded_w = height + 2 * padding[0], width + 2 * padding[1]
+    out_h = (padded_h - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+    out_w = (padded_w - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    if out_h < 1 or out_w < 1:
+        raise RuntimeError(f"{op}: Given input with spatial size ({height}, {width}), kernel_size={list(kernel)}, "
+                           f"dilation={list(dilation)}, padding={list(padding)}, calculated shape of the array of "
+                           f"sliding blocks as ({out_h}, {out_w}), but its components must be at least one.")
+    rows = (numpy.arange(kernel[0])[:, None, None, None] * dilation[0]
+            + numpy.arange(out_h)[None, None, :, None] * stride[0])
+    cols = (numpy.arange(kernel[1])[None, :, None, None] * dilation[1]
+            + numpy.arange(out_w)[None, None, None, :] * stride[1])
+    return (rows * padded_w + cols).reshape(-1).astype(numpy.int64), (padded_h, padded_w), out_h * out_w
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding blocks (im2col): (N, C, H, W) -> (N, C * prod(kernel_size), L), L the number of blocks.
+
+        >>> F.unfold(corenn.randn(1, 3, 4, 4), 2).shape
+        corenn.Size([1, 12, 9])
+    """
+    check_tensor(input, "input", "unfold")
+    kernel, dilation = _pair_arg(kernel_size, "kernel_size", "unfold"), _pair_arg(dilation, "dilation", "unfold")
+    padding, stride = _pair_arg(padding, "padding", "unfold"), _pair_arg(stride, "stride", "unfold")
+    if input.ndim not in (3, 4):
+        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
+    batched = input if input.ndim == 4 else input.unsqueeze(0)
+    batch, channels, height, width = batched.shape
+    positions, (padded_h, padded_w), blocks = _patch_positions(height, width, kernel, dilation, padding, stride,
+                                                               "unfold")
+    padded = pad(batched, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else batched
+    flat = padded.reshape(batch, channels, padded_h * padded_w)
+    out = flat.index_select(2, corenn.tensor(positions, device=input.device))
+    out = out.reshape(batch, channels * kernel[0] * kernel[1], blocks)
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Sum sliding blocks back into an image (col2im), the adjoint of :func:`unfold`:
+    (N, C * prod(kernel_size), L) -> (N, C, *output_size).
+
+        >>> F.fold(corenn.ones(1, 4, 9), (4, 4), 2)[0, 0].tolist()[1]
+        [2.0, 4.0, 4.0, 2.0]
+    """
+    check_tensor(input, "input", "fold")
+    size = _pair_arg(output_size, "output_size", "fold")
+    kernel, dilation = _pair_arg(kernel_size, "kernel_size", "fold"), _pair_arg(dilation, "dilation", "fold")
+    padding, stride = _pair_arg(padding, "padding", "fold"), _pair_arg(stride, "stride", "fold")
+    if input.ndim not in (2, 3):
+        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
+                                  f"(got {input.ndim}D)")
+    batched = input if input.ndim == 3 else input.unsqueeze(0)
+    batch, columns, blocks = batched.shape
+    window = kernel[0] * kernel[1]
+    if columns % window:
+        raise RuntimeError(f"fold: Expected size of input's dimension 1 to be divisible by the product of "
+                           f"kernel_size, but got input.size(1)={columns} and kernel_size={tuple(kernel)}")
+    positions, (padded_h, padded_w), expected = _patch_positions(size[0], size[1], kernel, dilation, padding,
+                                                                 stride, "fold")
+    if blocks != expected:
+        raise RuntimeError(f"fold: Given output_size={tuple(size)}, kernel_size={tuple(kernel)}, "
+                           f"dilation={tuple(dilation)}, padding={tuple(padding)}, stride={tuple(stride)}, expected "
+                           f"size of input's dimension 2 to match the calculated number of sliding blocks "
+                           f"{expected}, but got input.size(2)={blocks}.")
+    channels = columns // window
+    canvas = corenn.zeros(batch, channels, padded_h * padded_w, dtype=input.dtype, device=input.device)
+    summed = canvas.index_add(2, corenn.tensor(positions, device=input.device),
+                              batched.reshape(batch, channels, window * blocks))
+    out = summed.reshape(batch, channels, padded_h, padded_w)
+    out = out[:, :, padding[0]:padding[0] + size[0], padding[1]:padding[1] + size[1]]
+    return out if input.ndim == 3 else out.squeeze(0)
+
+
+# EmbeddingBag ------------------------------------------------------------------------------------------------
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sum, mean or max of the embeddings of each bag of indices, without materialising the lookups per bag.
+
+    Bags: the rows of a 2-D ``input``, or the slices ``input[offsets[i]:offsets[i+1]]`` of a 1-D one.
+    Indices equal to ``padding_idx`` are left out (and not counted by ``mean``); an empty bag gives zeros.
+
+        >>> F.embedding_bag(corenn.tensor([0, 1, 2]), corenn.eye(3), corenn.tensor([0, 2]), mode="sum").tolist()
+        [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    import numpy
+    check_tensor(input, "input", "embedding_bag")
+    check_tensor(weight, "weight", "embedding_bag")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse gradients are not supported")
+    if input.dtype.is_floating_point or input.dtype is corenn.bool:
+        raise RuntimeError(f"embedding_bag: expected tensor for argument 'input' to have one of the following "
+                           f"scalar types: Long, Int; but got {input.dtype} instead")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if per_sample_weights is not None:
+        check_tensor(per_sample_weights, "per_sample_weights", "embedding_bag")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) "
+                             f"is not None, then it must have the same shape as the input ({list(input.shape)})")
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                                      f"on GitHub.")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"embedding_bag: if input is 2D, then offsets has to be None, as input is treated is a "
+                             f"mini-batch of fixed length sequences. However, found offsets of type "
+                             f"{type(offsets).__name__}")
+        bags, length = input.shape
+        starts = numpy.arange(bags, dtype=numpy.int64) * length
+        flat_input = input.reshape(-1)
+        flat_weights = per_sample_weights.reshape(-1) if per_sample_weights is not None else None
+        ends = starts + length
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: offsets has to be a 1D Tensor but got None")
+        check_tensor(offsets, "offsets", "embedding_bag")
+        if offsets.ndim != 1:
+            raise ValueError("embedding_bag: offsets has to be a 1D Tensor")
+        starts = offsets.numpy().astype(numpy.int64)
+        if starts.size and starts[0] != 0:
+            raise RuntimeError(f"embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                               f"has to start from position 0. However, got {starts[0]}")
+        if starts.size and (numpy.any(numpy.diff(starts) < 0) or starts[-1] > input.shape[0]):
+            raise RuntimeError("embedding_bag: offsets must be non-decreasing and at most the number of indices")
+        if include_last_offset:
+            starts, ends = starts[:-1], starts[1:]
+        else:
+            ends = numpy.append(starts[1:], input.shape[0]).astype(numpy.int64)
+        flat_input, flat_weights = input, per_sample_weights
+    else:
+        raise ValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    rows = weight.shape[0]
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise AssertionError("padding_idx must be within num_embeddings")
+        padding_idx %= rows
+    indices = flat_input.numpy().astype(numpy.int64)
+    if indices.size and (indices.min() < 0 or indices.max() >= rows):
+        raise IndexError(f"embedding_bag: index out of range in self (weight of {rows} rows looked up with "
+                         f"indices in [{indices.min()}, {indices.max()}])")
+    if max_norm is not None:
+        _renorm_rows(weight, flat_input, max_norm, norm_type)
+    bag_of = numpy.repeat(numpy.arange(len(starts), dtype=numpy.int64), ends - starts)
+    positions = numpy.concatenate([numpy.arange(s, e) for s, e in zip(starts, ends)]) if len(starts) \
+        else numpy.zeros(0, numpy.int64)
+    keep = indices[positions] != padding_idx if padding_idx is not None else numpy.ones(len(positions), bool)
+    positions, bag_of = positions[keep], bag_of[keep]
+    device = input.device
+    picked = weight.index_select(0, corenn.tensor(indices[positions], device=device))
+    bags = len(starts)
+    if mode == "max":
+        empty = weight.new_zeros((weight.shape[1],))
+        out = [picked[corenn.tensor(numpy.flatnonzero(bag_of == b), device=device)].max(0).values
+               if numpy.any(bag_of == b) else empty for b in range(bags)]
+        return corenn.stack(out) if out else weight.new_zeros((0, weight.shape[1]))
+    if flat_weights is not None:
+        picked = picked * flat_weights.index_select(0, corenn.tensor(positions, device=device)).unsqueeze(1)
+    out = weight.new_zeros((bags, weight.shape[1])).index_add(0, corenn.tensor(bag_of, device=device), picked)
+    if mode == "mean":
+        counts = numpy.maximum(numpy.bincount(bag_of, minlength=bags), 1)
+        out = out / corenn.tensor(counts, dtype=weight.dtype, device=device).unsqueeze(1)
+    return out
+
+
+# Losses -----------------------------------------------------------------------------------------------------
+
+def _check_same_shape(tensors, op):
+    shape = tuple(tensors[0][0].shape)
+    for tensor, name in tensors:
+        check_tensor(tensor, name, op)
+    for tensor, name in tensors[1:]:
+        if tuple(tensor.shape) != shape:
+            raise ValueError(f"{op}: Using a {name} size ({list(tensor.shape)}) that is different to the "
+                             f"{tensors[0][1]} size ({list(shape)}) is not supported")
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """Negative log-likelihood of ``target`` under Poisson(rate): ``exp(input) - target * input`` when
+    ``log_input``, else ``input - target * log(input + eps)``; ``full`` adds Stirling's term for targets > 1.
+
+        >>> F.poisson_nll_loss(corenn.tensor([0.]), corenn.tensor([1.])).item()
+        1.0
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    check_tensor(input, "input", "poisson_nll_loss")
+    check_tensor(target, "target", "poisson_nll_loss")
+    eps = check_number(eps, "eps")
+    if log_input:
+        loss = corenn.exp(input) - target * input
+    else:
+        loss = input - target * corenn.log(input + eps)
+    if full:
+        stirling = target * corenn.log(target) - target + 0.5 * corenn.log(2 * math.pi * target)
+        loss = loss + stirling.masked_fill(target <= 1, 0)
+    return _weighted_reduce(loss, reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """Negative log-likelihood of ``target`` under N(input, var): ``0.5 (log var + (input - target)**2 / var)``.
+
+    ``var`` is a tensor of the input's shape, of its shape without the last dim, with a last dim of
+    1 (one variance shared by the features), or a float. It is clamped below at ``eps``.
+
+        >>> F.gaussian_nll_loss(corenn.tensor([0.]), corenn.tensor([2.]), corenn.tensor([1.])).item()
+        2.0
+    """
+    check_tensor(input, "input", "gaussian_nll_loss")
+    check_tensor(target, "target", "gaussian_nll_loss")
+    eps = check_number(eps, "eps")
+    if isinstance(var, (int, float)) and not isinstance(var, bool):
+        if var < 0:
+            raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+        var = corenn.full_like(input, float(var))
+    check_tensor(var, "var", "gaussian_nll_loss")
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)      # one variance per sample, shared by the features
+        elif tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1:
+            pass                         # heteroscedastic: one variance per sample, explicit last dim 1
+        else:
+            raise ValueError(f"gaussian_nll_loss: var is of incorrect size {list(var.shape)} for input of size "
+                             f"{list(input.shape)}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"gaussian_nll_loss: {reduction} is not valid")
+    if bool((var < 0).any()):
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    var = _without_grad_clamp_min(var, eps)
+    loss = 0.5 * (corenn.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _weighted_reduce(loss, reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    """``max(0, -target * (input1 - input2) + margin)``; ``target`` is 1 or -1 (which input should rank higher).
+
+        >>> F.margin_ranking_loss(corenn.tensor([1.]), corenn.tensor([2.]), corenn.tensor([1.])).item()
+        1.0
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    for tensor, name in ((input1, "input1"), (input2, "input2"), (target, "target")):
+        check_tensor(tensor, name, "margin_ranking_loss")
+    margin = check_number(margin, "margin")
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
+    return _weighted_reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """``input`` where ``target == 1``, ``max(0, margin - input)`` where ``target == -1``.
+
+        >>> F.hinge_embedding_loss(corenn.tensor([0.3, 2.]), corenn.tensor([-1., 1.]), reduction="none").tolist()
+        [0.699999988079071, 2.0]
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    check_tensor(input, "input", "hinge_embedding_loss")
+    check_tensor(target, "target", "hinge_embedding_loss")
+    margin = check_number(margin, "margin")
+    zeros = corenn.zeros_like(input)
+    # both terms are kept where target is neither 1 nor -1, exactly as PyTorch's kernel
+    margin_term = corenn.where(target != 1, (margin - input).clamp_min(0), zeros)
+    input_term = corenn.where(target != -1, input, zeros)
+    return _weighted_reduce(margin_term + input_term, reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Two-class logistic loss ``log(1 + exp(-target * input))`` for targets 1 or -1.
+
+        >>> round(F.soft_margin_loss(corenn.tensor([0.]), corenn.tensor([1.])).item(), 4)
+        0.6931
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    check_tensor(input, "input", "soft_margin_loss")
+    check_tensor(target, "target", "soft_margin_loss")
+    return _weighted_reduce(corenn.log1p(corenn.exp(-target * input)), reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where ``target == -1``.
+
+        >>> F.cosine_embedding_loss(corenn.tensor([[1., 0.]]), corenn.tensor([[0., 1.]]), corenn.tensor([1.])).item()
+        1.0
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    for tensor, name in ((input1, "input1"), (input2, "input2"), (target, "target")):
+        check_tensor(tensor, name, "cosine_embedding_loss")
+    margin = check_number(margin, "margin")
+    if target.ndim > 1:
+        raise RuntimeError("cosine_embedding_loss: 0D or 1D target tensor expected, multi-target not supported")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise RuntimeError(f"cosine_embedding_loss: {target.ndim}D target tensor expects {target.ndim + 1}D input "
+                           f"tensors, but found inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+    dim = target.ndim
+    tiny = 1e-12      # PyTorch's EPSILON: keeps the denominator of zero vectors finite
+    products = (input1 * input2).sum(dim)
+    squares1 = (input1 * input1).sum(dim) + tiny
+    squares2 = (input2 * input2).sum(dim) + tiny
+    cos = products / (squares1 * squares2).sqrt()
+    zeros = corenn.zeros_like(cos)
+    loss = corenn.where(target == 1, 1 - cos, zeros) + corenn.where(target == -1, (cos - margin).clamp_min(0), zeros)
+    return _weighted_reduce(loss, reduction)
+
+
+def _check_triplet(anchor, positive, negative, op):
+    for tensor, name in ((anchor, "anchor"), (positive, "positive"), (negative, "negative")):
+        check_tensor(tensor, name, op)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same number "
+                           f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """``max(0, d(a, p) - d(a, n) + margin)`` with ``d`` the p-norm :func:`pairwise_distance`; ``swap`` uses
+    ``min(d(a, n), d(p, n))`` (distance swap).
+
+        >>> a = corenn.tensor([[0., 0.]])
+        >>> round(F.triplet_margin_loss(a, a, a + 3., eps=0.).item(), 4)
+        0.0
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_triplet(anchor, positive, negative, "triplet_margin_loss")
+    if anchor.ndim not in (1, 2):
+        raise RuntimeError(f"triplet_margin_loss: expected 1D (unbatched) or 2D (batched) inputs, got "
+                           f"{anchor.ndim}D")
+    margin = check_number(margin, "margin")
+    dist_pos = pairwise_distance(anchor, positive, p, eps)
+    dist_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        dist_neg = corenn.minimum(dist_neg, pairwise_distance(positive, negative, p, eps))
+    return _weighted_reduce((margin + dist_pos - dist_neg).clamp_min(0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0,
+                                      swap=False, reduction="mean"):
+    """:func:`triplet_margin_loss` with any ``distance_function(x1, x2)`` (default: pairwise_distance).
+
+        >>> a = corenn.tensor([[0., 0.]])
+        >>> F.triplet_margin_with_distance_loss(a, a, a + 3.).item()
+        0.0
+    """
+    _check_reduction(reduction, "triplet_margin_with_distance_loss")
+    margin = check_number(margin, "margin")
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater than 0, got {margin} "
+                         f"instead")
+    _check_triplet(anchor, positive, negative, "triplet_margin_with_distance_loss")
+    distance = distance_function if distance_function is not None else pairwise_distance
+    dist_pos, dist_neg = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        dist_neg = corenn.minimum(dist_neg, distance(positive, negative))
+    return _weighted_reduce((margin + dist_pos - dist_neg).clamp_min(0), reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Per-class logistic loss for multi-label targets in {0, 1}, averaged over the classes (last dim).
+
+        >>> round(F.multilabel_soft_margin_loss(corenn.tensor([[0., 0.]]), corenn.tensor([[1., 0.]])).item(), 4)
+        0.6931
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    check_tensor(input, "input", "multilabel_soft_margin_loss")
+    check_tensor(target, "target", "multilabel_soft_margin_loss")
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        check_tensor(weight, "weight", "multilabel_soft_margin_loss")
+        loss = loss * weight
+    class_dim = input.ndim - 1
+    loss = loss.sum(class_dim) / input.shape[class_dim] if input.ndim else loss
+    return _weighted_reduce(loss, reduction)
+
+
+def _class_targets(input, target, op):
+    """(N, C) input and (N,) int64 target for the margin losses (unbatched (C,) input gains a batch dim)."""
+    check_tensor(input, "input", op)
+    check_tensor(target, "target", op)
+    if target.dtype.is_floating_point or target.dtype is corenn.bool:
+        raise RuntimeError(f"{op}: expected scalar type Long but found {target.dtype}")
+    if input.ndim not in (1, 2) or input.numel() == 0:
+        raise RuntimeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    return input.ndim == 1
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C`` per sample (p 1 or 2),
+    scaled by ``weight[y]``.
+
+        >>> F.multi_margin_loss(corenn.tensor([[0.1, 0.2, 0.4, 0.8]]), corenn.tensor([3])).item()
+        0.32499998807907104
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    p = check_int(p, "p")
+    if p not in (1, 2):
+        raise ValueError("multi_margin_loss: only p == 1 and p == 2 supported")
+    margin = check_number(margin, "margin")
+    unbatched = _class_targets(input, target, "multi_margin_loss")
+    if weight is not None:
+        check_tensor(weight, "weight", "multi_margin_loss")
+        if weight.ndim != 1:
+            raise ValueError("multi_margin_loss: weight must be one-dimensional")
+    scores = input.unsqueeze(0) if unbatched else input
+    labels = target.reshape(-1)
+    batch, classes = scores.shape
+    if labels.shape[0] != batch:
+        raise RuntimeError(f"multi_margin_loss: inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise IndexError(f"multi_margin_loss: target out of range: targets must be in [0, {classes - 1}]")
+    labels = labels.to(corenn.int64)
+    target_scores = scores.gather(1, labels.unsqueeze(1))
+    hinge = (margin - target_scores + scores).clamp_min(0)
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * weight.index_select(0, labels).unsqueeze(1)
+    others = corenn.ones_like(scores).scatter(1, labels.unsqueeze(1), 0.0)   # the target class is left out
+    loss = (hinge * others).sum(1) / classes
+    if unbatched:
+        loss = loss.squeeze(0)
+    return _weighted_reduce(loss, reduction)
+
+
+@_autocast.autocast_op(_autocast.FLOAT32)
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-label hinge loss: ``sum over targets j and non-targets i of max(0, 1 - (x[j] - x[i])) / C``.
+
+    ``target`` holds each sample's class indices, ended by the first -1 (the rest is ignored).
+
+        >>> F.multilabel_margin_loss(corenn.tensor([[0.1, 0.2, 0.4, 0.8]]), corenn.tensor([[3, 0, -1, 1]])).item()
+        0.8500000238418579
+    """
+    import numpy
+    reduction = _reduction(size_average, reduce, reduction)
+    unbatched = _class_targets(input, target, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"multilabel_margin_loss: inconsistent target size: {list(target.shape)} for input of "
+                           f"size: {list(input.shape)}")
+    scores = input.unsqueeze(0) if unbatched else input
+    labels = target.numpy().reshape(scores.shape).astype(numpy.int64)
+    batch, classes = scores.shape
+    # occurrences of each class in the list before the first -1 (PyTorch counts a repeated class twice)
+    counts = numpy.zeros((batch, classes))
+    for row in range(batch):
+        for label in labels[row]:
+            if label < 0:
+                break
+            if label >= classes:
+                raise IndexError(f"multilabel_margin_loss: target index {label} is out of bounds for {classes} "
+                                 f"classes")
+            counts[row, label] += 1
+    is_target = corenn.tensor(counts > 0, device=input.device).to(scores.dtype)
+    count = corenn.tensor(counts, dtype=scores.dtype, device=input.device)
+    # pairs (j target, i non-target): max(0, 1 - x[j] + x[i])
+    hinge = (1 - scores.unsqueeze(2) + scores.unsqueeze(1)).clamp_min(0)
+    loss = (hinge * count.unsqueeze(2) * (1 - is_target).unsqueeze(1)).sum((1, 2)) / classes
+    if unbatched:
+        loss = loss.squeeze(0)
+    return _weighted_reduce(loss, reduction)

@@ -438,3 +438,117 @@ class MultiheadAttention(Module):
         if mask.dtype is corenn.bool:
             return scores.masked_fill(mask, float("-inf"))
         return scores + mask
+
+
+class Threshold(Module):
+    """``x`` where ``x > threshold``, else ``value``.
+
+        >>> nn.Threshold(0.1, 20.)
+        Threshold(threshold=0.1, value=20.0)
+    """
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class GLU(Module):
+    """Gated linear unit along ``dim``: first half times sigmoid of the second.
+
+        >>> nn.GLU()(corenn.ones(2, 4)).shape
+        corenn.Size([2, 2])
+    """
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Hardshrink(Module):
+    """``x`` where ``|x| > lambd``, else 0.
+
+        >>> nn.Hardshrink()
+        Hardshrink(0.5)
+    """
+
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    """Shrink towards zero by ``lambd`` (0 inside ``[-lambd, lambd]``).
+
+        >>> nn.Softshrink(1.)(corenn.tensor([-3., 0.5, 2.])).tolist()
+        [-2.0, 0.0, 1.0]
+    """
+
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: slopes drawn from U(lower, upper) in training, their mean in eval.
+
+        >>> nn.RReLU(0.1, 0.3)
+        RReLU(lower=0.1, upper=0.3)
+    """
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class Softmin(Module):
+    """``softmax(-x)`` along ``dim``.
+
+        >>> nn.Softmin(dim=1)
+        Softmin(dim=1)
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of (N, C, H, W) or (C, H, W) input, at every position.
+
+        >>> nn.Softmax2d()(corenn.zeros(1, 2, 1, 1)).flatten().tolist()
+        [0.5, 0.5]
+    """
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3, _stacklevel=5)

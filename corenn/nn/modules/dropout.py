@@ -57,3 +57,25 @@ class Dropout3d(_DropoutNd):
         Dropout3d(p=0.2, inplace=False)
     """
     _function = staticmethod(F.dropout3d)
+
+
+class AlphaDropout(Dropout):
+    """Dropout for SELU networks: keeps zero mean and unit variance; identity in eval.
+
+        >>> nn.AlphaDropout(0.2)
+        AlphaDropout(p=0.2, inplace=False)
+    """
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    """:class:`AlphaDropout` of whole channels of (N, C, *) input.
+
+        >>> nn.FeatureAlphaDropout(0.2).eval()(corenn.ones(1, 2, 3)).shape
+        corenn.Size([1, 2, 3])
+    """
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from corenn.module.module import Module
 from corenn.nn import functional as F
+from corenn.nn.modules.distance import PairwiseDistance
 
 
 class _Loss(Module):
@@ -144,3 +145,176 @@ class KLDivLoss(_Loss):
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class PoissonNLLLoss(_Loss):
+    """Poisson negative log-likelihood (``log_input``: the input is the log-rate).
+
+        >>> nn.PoissonNLLLoss()(corenn.tensor([0.]), corenn.tensor([1.])).item()
+        1.0
+    """
+
+    def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8,
+                 reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """Gaussian negative log-likelihood of ``target`` given a predicted mean ``input`` and variance ``var``.
+
+        >>> nn.GaussianNLLLoss()(corenn.tensor([0.]), corenn.tensor([2.]), corenn.tensor([1.])).item()
+        2.0
+    """
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(None, None, reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    """``max(0, -y * (x1 - x2) + margin)``.
+
+        >>> nn.MarginRankingLoss()(corenn.tensor([1.]), corenn.tensor([2.]), corenn.tensor([1.])).item()
+        1.0
+    """
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """``x`` for ``y == 1``, ``max(0, margin - x)`` for ``y == -1``.
+
+        >>> nn.HingeEmbeddingLoss()(corenn.tensor([0.5]), corenn.tensor([-1.])).item()
+        0.5
+    """
+
+    def __init__(self, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input, target):
+        return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """Two-class logistic loss ``log(1 + exp(-y x))``.
+
+        >>> round(nn.SoftMarginLoss()(corenn.tensor([0.]), corenn.tensor([1.])).item(), 4)
+        0.6931
+    """
+
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """``1 - cos(x1, x2)`` for ``y == 1``, ``max(0, cos(x1, x2) - margin)`` for ``y == -1``.
+
+        >>> nn.CosineEmbeddingLoss()(corenn.tensor([[1., 0.]]), corenn.tensor([[1., 0.]]), corenn.tensor([1.])).item()
+        0.0
+    """
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """``max(0, d(a, p) - d(a, n) + margin)`` with the p-norm pairwise distance.
+
+        >>> nn.TripletMarginLoss(margin=1.0, p=2)
+        TripletMarginLoss()
+    """
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
+                 size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got {margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
+                                     swap=self.swap, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """:class:`TripletMarginLoss` with any ``distance_function``.
+
+        >>> nn.TripletMarginWithDistanceLoss(margin=0.5)
+        TripletMarginWithDistanceLoss()
+    """
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean"):
+        super().__init__(None, None, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             f"instead")
+        # a PairwiseDistance child by default, as PyTorch (it shows in the repr and the module tree)
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                   distance_function=self.distance_function, margin=self.margin,
+                                                   swap=self.swap, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Per-class logistic loss for multi-label {0, 1} targets, averaged over the classes.
+
+        >>> round(nn.MultiLabelSoftMarginLoss()(corenn.tensor([[0., 0.]]), corenn.tensor([[1., 0.]])).item(), 4)
+        0.6931
+    """
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """Multi-class hinge loss (``p`` 1 or 2), optionally weighted per class.
+
+        >>> nn.MultiMarginLoss()(corenn.tensor([[0.1, 0.2, 0.4, 0.8]]), corenn.tensor([3])).item()
+        0.32499998807907104
+    """
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight=None, size_average=None, reduce=None,
+                 reduction: str = "mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("MultiMarginLoss: only p == 1 and p == 2 supported")
+        if weight is not None and weight.ndim != 1:
+            raise ValueError(f"MultiMarginLoss: weight must be one-dimensional, got {weight.ndim}D")
+        self.p, self.margin = p, margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """Multi-label hinge loss; each target row lists class indices, ended by -1.
+
+        >>> nn.MultiLabelMarginLoss()(corenn.tensor([[0.1, 0.2, 0.4, 0.8]]), corenn.tensor([[3, 0, -1, 1]])).item()
+        0.8500000238418579
+    """
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import corenn
 from corenn.module.module import Module
@@ -149,3 +150,110 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance norm keeps _BatchNorm's parameters and buffers (PyTorch's _NormBase) with other defaults."""
+
+    _spatial = 1
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def _check_input_dim(self, input):
+        if input.ndim not in (self._spatial + 1, self._spatial + 2):
+            raise ValueError(f"expected {self._spatial + 1}D or {self._spatial + 2}D input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        feature_dim = input.ndim - (self._spatial + 1)
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
+                                 f"({self.num_features}), but got: {input.shape[feature_dim]}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False",
+                          stacklevel=2)
+        unbatched = input.ndim == self._spatial + 1
+        batched = input.unsqueeze(0) if unbatched else input
+        out = F.instance_norm(batched, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              0.0 if self.momentum is None else self.momentum, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Normalise each channel of each sample over L: (N, C, L) or (C, L).
+
+        >>> nn.InstanceNorm1d(3)
+        InstanceNorm1d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)
+    """
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Normalise each channel of each sample over (H, W): (N, C, H, W) or (C, H, W).
+
+        >>> nn.InstanceNorm2d(3, affine=True)(corenn.randn(2, 3, 4, 4)).shape
+        corenn.Size([2, 3, 4, 4])
+    """
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalise each channel of each sample over (D, H, W): (N, C, D, H, W) or (C, D, H, W).
+
+        >>> nn.InstanceNorm3d(2)(corenn.randn(1, 2, 2, 2, 2)).shape
+        corenn.Size([1, 2, 2, 2, 2])
+    """
+
+    _spatial = 3
+
+
+class LocalResponseNorm(Module):
+    """Divide by ``(k + alpha * mean of squares over `size` neighbouring channels) ** beta`` (AlexNet).
+
+        >>> nn.LocalResponseNorm(2)
+        LocalResponseNorm(2, alpha=0.0001, beta=0.75, k=1.0)
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` dims, with elementwise scale.
+
+        >>> nn.RMSNorm(4)
+        RMSNorm((4,), eps=None, elementwise_affine=True)
+    """
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.register_parameter("weight", Parameter(corenn.ones(self.normalized_shape, device=device, dtype=dtype))
+                                if elementwise_affine else None)
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
