@@ -258,7 +258,9 @@ class TripletMarginWithDistanceLoss(_Loss):
     """:class:`TripletMarginLoss` with any ``distance_function``.
 
         >>> nn.TripletMarginWithDistanceLoss(margin=0.5)
-        TripletMarginWithDistanceLoss()
+        TripletMarginWithDistanceLoss(
+          (distance_function): PairwiseDistance()
+        )
     """
 
     def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
