@@ -89,3 +89,16 @@ def test_errors_match_torch():
         with pytest.raises(Exception) as reference:
             theirs()
         assert isinstance(mine.value, type(reference.value)), (mine.value, reference.value)
+
+
+def test_gumbel_softmax_samples_and_straight_through_gradient():
+    corenn.manual_seed(0)
+    logits = corenn.tensor([[1.0, 0.0, -1.0]], dtype=corenn.float64).repeat(20000, 1).requires_grad_()
+    soft = F.gumbel_softmax(logits, tau=0.5)
+    np.testing.assert_allclose(soft.detach().numpy().sum(-1), 1.0)
+    hard = F.gumbel_softmax(logits, hard=True)
+    frequencies = hard.detach().numpy().mean(0)
+    expected = np.exp([1.0, 0.0, -1.0]) / np.exp([1.0, 0.0, -1.0]).sum()    # Gumbel-max samples the softmax
+    np.testing.assert_allclose(frequencies, expected, atol=0.015)
+    (hard * corenn.tensor([1.0, 2.0, 3.0], dtype=corenn.float64)).sum().backward()
+    assert logits.grad is not None and np.isfinite(logits.grad.numpy()).all() and logits.grad.abs().sum() > 0

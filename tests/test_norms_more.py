@@ -111,3 +111,17 @@ def test_gradcheck_float64():
     assert gradcheck(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), (t(2, 3, 4), t(3), t(3)))
     assert gradcheck(lambda x, w: F.rms_norm(x, (4,), w, 1e-5), (t(3, 4), t(4)))
     assert gradcheck(lambda x: F.local_response_norm(x, 3, alpha=0.5, k=1.5), (t(2, 4, 3),))
+
+
+def test_batch_norm_3d_matches_torch():
+    ours, theirs = nn.BatchNorm3d(3, momentum=0.2).double(), torch.nn.BatchNorm3d(3, momentum=0.2).double()
+    assert repr(ours) == repr(theirs)
+    for step in range(2):
+        compare_with_torch(ours, theirs, [RNG.standard_normal((2, 3, 2, 3, 2))], torch, seed=step)
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-10)
+    for name, value in theirs.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[name].numpy(), value.numpy(), rtol=1e-12, err_msg=name)
+    ours.eval(), theirs.eval()
+    compare_with_torch(ours, theirs, [RNG.standard_normal((2, 3, 2, 3, 2))], torch)
+    with pytest.raises(ValueError, match="expected 5D input"):
+        ours(corenn.zeros(2, 3, 4))

@@ -1568,3 +1568,24 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if unbatched:
         loss = loss.squeeze(0)
     return _weighted_reduce(loss, reduction)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """A sample of the Gumbel-softmax (Concrete) distribution: ``softmax((logits + g) / tau)``, g ~ Gumbel(0, 1).
+
+    ``hard=True`` returns one-hot samples whose gradient is the soft sample's (straight-through).
+
+        >>> F.gumbel_softmax(corenn.zeros(2, 3), hard=True).sum(-1).tolist()
+        [1.0, 1.0]
+    """
+    check_tensor(logits, "logits", "gumbel_softmax")
+    tau = check_number(tau, "tau")
+    uniform = corenn.rand(logits.shape, dtype=logits.dtype, device=logits.device)
+    # -log(Exp(1)) is Gumbel(0, 1); Exp(1) = -log(U), U in (0, 1] (1 - rand avoids log(0))
+    gumbels = -corenn.log(-corenn.log(1.0 - uniform))
+    soft = _softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return soft
+    index = soft.max(dim, keepdim=True).indices
+    one_hot_sample = corenn.zeros_like(logits).scatter(dim, index, 1.0)
+    return one_hot_sample - soft.detach() + soft

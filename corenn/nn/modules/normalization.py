@@ -257,3 +257,13 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over (N, C, D, H, W), per channel.
+
+        >>> nn.BatchNorm3d(3)(corenn.randn(2, 3, 2, 2, 2)).shape
+        corenn.Size([2, 3, 2, 2, 2])
+    """
+
+    _expected_dims = (5,)
