@@ -377,6 +377,16 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
 
 
+@_autocast.autocast_op(_autocast.LOWER)
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """3-d transposed convolution; ``weight`` is (C_in, C_out/groups, kd, kh, kw).
+
+        >>> corenn.conv_transpose3d(corenn.ones(1, 2, 2, 2, 2), corenn.ones(2, 1, 2, 2, 2), stride=2).shape
+        corenn.Size([1, 1, 4, 4, 4])
+    """
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, 3)
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)

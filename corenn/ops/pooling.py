@@ -285,6 +285,78 @@ class AdaptiveAvgPool(Op):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# adaptive max pooling: windows gathered per spatial dim, one argmax over each window
+# ---------------------------------------------------------------------------------------------------------
+
+@kernel("adaptive_max_pool", "AdaptiveMaxPool2DBackward0")
+class AdaptiveMaxPool(Op):
+    """Max over the windows ``[floor(i*n/out), ceil((i+1)*n/out))`` of each spatial dim, with PyTorch's indices
+    (flat positions in each input plane).
+
+    Each dim's windows are gathered (padded to the longest with the dtype's lowest value, which never beats
+    the window's own first element), then one argmax runs over every window: the first maximum wins ties,
+    and a NaN wins its window at its last position, as in PyTorch's loop (``val > max || isnan(val)``).
+    """
+
+    num_outputs = 2
+    differentiable_outputs = (True, False)
+
+    @staticmethod
+    def forward(ctx, x, output_size):
+        xp = ctx.xp
+        sizes = x.shape[2:]
+        n = len(sizes)
+        ctx.grad_fn_name = f"AdaptiveMaxPool{n}DBackward0"
+        windows, positions = x, None
+        flat_position = xp.zeros((1,) * (2 * n), dtype=xp.int64)
+        for dim, (size, out) in enumerate(zip(sizes, output_size)):
+            start, length = _adaptive_bounds(xp, size, out)
+            width = int(length.max().item()) if out else 0
+            offset = xp.arange(width)
+            inside = offset[None, :] < length[:, None]
+            columns = xp.where(inside, start[:, None] + offset[None, :], start[:, None])  # (out, width)
+            axis = 2 + 2 * dim  # (N, C, o0, w0, ..., o_dim-1, w_dim-1, S_dim, ...)
+            shape = windows.shape
+            windows = xp.take(windows, columns.reshape(-1), axis=axis).reshape(shape[:axis] + (out, width)
+                                                                                + shape[axis + 1:])
+            mask_shape = (1, 1) + (1,) * (2 * dim) + (out, width) + (1,) * (n - dim - 1)
+            windows = xp.where(inside.reshape(mask_shape), windows, _lowest(xp, x.dtype))
+            place = [1] * (2 * n)
+            place[2 * dim], place[2 * dim + 1] = out, width
+            flat_position = flat_position * size + columns.reshape(place)
+        # (N, C, o0, w0, o1, w1, ...) -> (N, C, o0, o1, ..., w0 * w1 * ...)
+        order = (0, 1) + tuple(2 + 2 * d for d in range(n)) + tuple(3 + 2 * d for d in range(n))
+        windows = windows.transpose(order).reshape(x.shape[:2] + tuple(output_size) + (-1,))
+        flat_position = flat_position.transpose(tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2)))
+        flat_position = flat_position.reshape(tuple(output_size) + (-1,))
+        best = xp.argmax(windows, axis=-1)
+        if x.dtype.kind == "f":
+            nan = xp.isnan(windows)
+            if nan.any().item():
+                last_nan = windows.shape[-1] - 1 - xp.argmax(nan[..., ::-1], axis=-1)
+                best = xp.where(nan.any(axis=-1), last_nan, best)
+        out = xp.take_along_axis(windows, best[..., None], axis=-1)[..., 0]
+        indices = xp.take_along_axis(xp.broadcast_to(flat_position, windows.shape), best[..., None], axis=-1)[..., 0]
+        ctx.save_for_backward(indices)
+        ctx.input_shape = x.shape
+        return out, indices
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        grad = grad[0]
+        (indices,) = ctx.saved
+        shape = ctx.input_shape
+        plane = math.prod(shape[2:])
+        planes = math.prod(shape[:2])
+        grad_input = xp.zeros(planes * plane, dtype=grad.dtype)
+        # adaptive windows overlap when the size does not divide evenly: add.at accumulates
+        base = (xp.arange(planes) * plane).reshape((planes,) + (1,) * (indices.ndim - 2))
+        xp.add.at(grad_input, (indices.reshape((planes,) + indices.shape[2:]) + base).reshape(-1), grad.reshape(-1))
+        return grad_input.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Front ends (``torch.nn.functional.max_pool2d`` ...)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -426,6 +498,81 @@ def adaptive_avg_pool2d(input, output_size):
         corenn.Size([1, 3, 1, 1])
     """
     return _adaptive_avg_poolnd(input, output_size, 2)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Average pooling of (N, C, D, H, W) to a fixed (D, H, W); ``None`` in ``output_size`` keeps that size.
+
+        >>> corenn.adaptive_avg_pool3d(corenn.ones(1, 2, 5, 6, 7), (1, 2, 3)).shape
+        corenn.Size([1, 2, 1, 2, 3])
+    """
+    return _adaptive_avg_poolnd(input, output_size, 3)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """3-d max pooling over (N, C, D, H, W); the same N-d kernel as max_pool2d.
+
+        >>> corenn.max_pool3d(corenn.arange(8.).reshape(1, 1, 2, 2, 2), 2).flatten().tolist()
+        [7.0]
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """3-d average pooling over (N, C, D, H, W).
+
+        >>> corenn.avg_pool3d(corenn.ones(1, 1, 4, 4, 4), 2).shape
+        corenn.Size([1, 1, 2, 2, 2])
+    """
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
+
+
+def _adaptive_max_poolnd(input, output_size, return_indices, n):
+    op = f"adaptive_max_pool{n}d"
+    input, unbatched = _check_pool_input(input, n, op)
+    if isinstance(output_size, numbers.Integral) or output_size is None:
+        output_size = (output_size,) * n
+    if not isinstance(output_size, (tuple, list)):
+        raise TypeError(f"{op}(): argument 'output_size' must be int or tuple of ints, not {type_name(output_size)}")
+    if len(output_size) != n:
+        raise RuntimeError(f"{op}(): argument 'output_size' must be {n} ints, got {list(output_size)}")
+    output_size = tuple(s if o is None else check_int(o, "output_size") for o, s in zip(output_size, input.shape[2:]))
+    if any(o < 0 for o in output_size):
+        raise RuntimeError(f"{op}(): argument 'output_size' must be non-negative, got {list(output_size)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"{op}\" not implemented for '{input.dtype}'")
+    out, indices = run("adaptive_max_pool", input, output_size=output_size)
+    if unbatched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """Max pooling of (N, C, L) to a fixed length, windows ``[floor(i*L/o), ceil((i+1)*L/o))``.
+
+        >>> corenn.adaptive_max_pool1d(corenn.tensor([[[1., 4., 2., 3.]]]), 2).tolist()
+        [[[4.0, 3.0]]]
+    """
+    return _adaptive_max_poolnd(input, output_size, return_indices, 1)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max pooling of (N, C, H, W) to a fixed (H, W); ``return_indices=True`` also gives flat argmax positions.
+
+        >>> corenn.adaptive_max_pool2d(corenn.arange(16.).reshape(1, 1, 4, 4), 1).flatten().tolist()
+        [15.0]
+    """
+    return _adaptive_max_poolnd(input, output_size, return_indices, 2)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Max pooling of (N, C, D, H, W) to a fixed (D, H, W).
+
+        >>> corenn.adaptive_max_pool3d(corenn.ones(1, 1, 3, 4, 5), 2).shape
+        corenn.Size([1, 1, 2, 2, 2])
+    """
+    return _adaptive_max_poolnd(input, output_size, return_indices, 3)
 
 
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).

@@ -910,6 +910,20 @@ _POOL = [
            kernels=("adaptive_avg_pool",), **_N),
     OpCase("adaptive_avg_pool1d", _f("adaptive_avg_pool1d", output_size=4), [Float((2, 3, 6))],
            kernels=("adaptive_avg_pool",), **_N),
+    OpCase("adaptive_max_pool2d", _f("adaptive_max_pool2d", output_size=(2, 3), return_indices=True),
+           [Float((2, 2, 5, 7), distinct=True)], kernels=("adaptive_max_pool",)),
+    OpCase("adaptive_max_pool1d", _f("adaptive_max_pool1d", output_size=4), [Float((2, 3, 7), distinct=True)],
+           kernels=("adaptive_max_pool",)),
+    OpCase("interpolate", _f("interpolate", scale_factor=2, mode="nearest"), [Float((1, 2, 3, 4))],
+           label="nearest", kernels=("upsample",), **_N),
+    OpCase("interpolate", _f("interpolate", size=(5, 3), mode="bilinear", align_corners=True),
+           [Float((2, 2, 3, 4))], label="bilinear", kernels=("upsample",), **_N),
+    OpCase("interpolate", _f("interpolate", scale_factor=1.7, mode="bicubic"), [Float((1, 2, 3, 4))],
+           label="bicubic", kernels=("upsample",), **_N),
+    OpCase("interpolate", _f("interpolate", size=(3, 4, 2), mode="trilinear"), [Float((1, 1, 2, 3, 4))],
+           label="trilinear", kernels=("upsample",), **_N),
+    OpCase("interpolate", _f("interpolate", size=7, mode="nearest-exact"), [Float((2, 2, 5))],
+           label="nearest-exact", kernels=("upsample",), **_N),
 ]
 
 _NORM = [
