@@ -1570,6 +1570,41 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     return _weighted_reduce(loss, reduction)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Resampling (interpolate and its deprecated spellings), adaptive max pooling, the 3-d conv and pooling
+# functions. Their kernels live in corenn/ops (upsample.py, pooling.py, conv.py).
+# ---------------------------------------------------------------------------------------------------------
+
+from corenn.ops.conv import conv_transpose3d  # noqa: E402,F401
+from corenn.ops.pooling import (adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d,  # noqa: E402,F401
+                                adaptive_max_pool3d, avg_pool3d, max_pool3d)
+from corenn.ops.upsample import interpolate  # noqa: E402,F401
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated spelling of :func:`interpolate` (warns, as PyTorch does).
+
+        >>> F.interpolate(corenn.ones(1, 1, 2), scale_factor=2).shape
+        corenn.Size([1, 1, 4])
+    """
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: :func:`interpolate` with ``mode='nearest'``."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: :func:`interpolate` with ``mode='bilinear', align_corners=True``."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """A sample of the Gumbel-softmax (Concrete) distribution: ``softmax((logits + g) / tau)``, g ~ Gumbel(0, 1).
 

@@ -15,8 +15,11 @@ import importlib
 _SOURCES = {
     "linear": ["Identity", "Linear", "Bilinear"],
     "flatten": ["Flatten", "Unflatten"],
-    "conv": ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"],
-    "pooling": ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"],
+    "conv": ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"],
+    "pooling": ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+                "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+                "AdaptiveMaxPool3d"],
+    "upsampling": ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"],
     "normalization": ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
                       "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "RMSNorm"],
     "dropout": ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"],

@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
+"""Convolution layers: Conv1d/2d/3d, ConvTranspose1d/2d/3d."""
 from __future__ import annotations
 
 import math
@@ -134,6 +134,16 @@ class Conv2d(_Conv):
     _n = 2
 
 
+class Conv3d(_Conv):
+    """3-d convolution over (N, C_in, D, H, W); weight (C_out, C_in/groups, kd, kh, kw).
+
+        >>> nn.Conv3d(1, 4, 3, padding=1)(corenn.randn(1, 1, 4, 4, 4)).shape
+        corenn.Size([1, 4, 4, 4, 4])
+    """
+
+    _n = 3
+
+
 class _ConvTranspose(_ConvNd):
     _transposed = True
 
@@ -186,3 +196,13 @@ class ConvTranspose2d(_ConvTranspose):
     """
 
     _n = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """3-d transposed convolution (the gradient of Conv3d); weight (C_in, C_out/groups, kd, kh, kw).
+
+        >>> nn.ConvTranspose3d(4, 2, 2, stride=2)(corenn.randn(1, 4, 2, 2, 2)).shape
+        corenn.Size([1, 2, 4, 4, 4])
+    """
+
+    _n = 3

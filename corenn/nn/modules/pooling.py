@@ -1,4 +1,4 @@
-"""Pooling layers: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d."""
+"""Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d."""
 from __future__ import annotations
 
 from corenn.module.module import Module
@@ -16,7 +16,7 @@ class _MaxPoolNd(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        pool = F.max_pool1d if self._n == 1 else F.max_pool2d
+        pool = getattr(F, f"max_pool{self._n}d")
         return pool(input, self.kernel_size, self.stride, self.padding, self.dilation, ceil_mode=self.ceil_mode,
                     return_indices=self.return_indices)
 
@@ -124,3 +124,80 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Max over sliding windows of (N, C, D, H, W).
+
+        >>> nn.MaxPool3d(2)(corenn.randn(1, 2, 4, 4, 4)).shape
+        corenn.Size([1, 2, 2, 2, 2])
+    """
+
+    _n = 3
+
+
+class AvgPool3d(AvgPool2d):
+    """Average over sliding windows of (N, C, D, H, W).
+
+        >>> nn.AvgPool3d(2)
+        AvgPool3d(kernel_size=2, stride=2, padding=0)
+    """
+
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    """Average pooling to a fixed (D, H, W); ``None`` keeps that input size.
+
+        >>> nn.AdaptiveAvgPool3d(1)(corenn.randn(1, 2, 3, 4, 5)).shape
+        corenn.Size([1, 2, 1, 1, 1])
+    """
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    _n = 2
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return getattr(F, f"adaptive_max_pool{self._n}d")(input, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max pooling to a fixed output length.
+
+        >>> nn.AdaptiveMaxPool1d(4)(corenn.randn(2, 3, 10)).shape
+        corenn.Size([2, 3, 4])
+    """
+
+    _n = 1
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max pooling to a fixed (H, W); ``None`` keeps that input size.
+
+        >>> nn.AdaptiveMaxPool2d((5, 7))
+        AdaptiveMaxPool2d(output_size=(5, 7))
+    """
+
+    _n = 2
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max pooling to a fixed (D, H, W).
+
+        >>> nn.AdaptiveMaxPool3d(1)(corenn.randn(1, 2, 3, 4, 5)).shape
+        corenn.Size([1, 2, 1, 1, 1])
+    """
+
+    _n = 3
