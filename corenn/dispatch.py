@@ -136,7 +136,7 @@ ARRAY_PROTOCOL = (
 #: conformance kit and a training step ask the test-only ``strict`` device for, must be listed here.
 XP_NAMES = (
     # constants and dtypes
-    "inf", "int8", "uint8", "int64", "float64", "finfo", "iinfo", "ndarray", "errstate",
+    "inf", "int8", "uint8", "int64", "float32", "float64", "finfo", "iinfo", "ndarray", "errstate",
     # creation
     "arange", "asarray", "ascontiguousarray", "empty", "eye", "full", "indices", "linspace", "ones",
     "ones_like", "zeros", "zeros_like",

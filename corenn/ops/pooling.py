@@ -329,11 +329,11 @@ class AdaptiveMaxPool(Op):
         windows = windows.transpose(order).reshape(x.shape[:2] + tuple(output_size) + (-1,))
         flat_position = flat_position.transpose(tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2)))
         flat_position = flat_position.reshape(tuple(output_size) + (-1,))
-        best = xp.argmax(windows, axis=-1)
+        best = windows.argmax(axis=-1)
         if x.dtype.kind == "f":
             nan = xp.isnan(windows)
             if nan.any().item():
-                last_nan = windows.shape[-1] - 1 - xp.argmax(nan[..., ::-1], axis=-1)
+                last_nan = windows.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)
                 best = xp.where(nan.any(axis=-1), last_nan, best)
         out = xp.take_along_axis(windows, best[..., None], axis=-1)[..., 0]
         indices = xp.take_along_axis(xp.broadcast_to(flat_position, windows.shape), best[..., None], axis=-1)[..., 0]
