@@ -111,7 +111,7 @@ class Upsample(Op):
         # PyTorch computes in the dtype's "opmath": float64 for float64, float32 for float32, float16, bfloat16.
         opmath = xp.float64 if x.dtype == xp.float64 else xp.float32
         work = x if nearest or x.dtype == opmath else x.astype(opmath)
-        tables = []
+        tables, arrays = [], []
         for dim in reversed(range(n)):
             axis, in_size = 2 + dim, x.shape[2 + dim]
             if nearest:
@@ -125,7 +125,10 @@ class Upsample(Op):
                 index, weight = _interpolating_taps(xp, mode, in_size, output_size[dim], scale_factors[dim],
                                                     align_corners, opmath)
             work = _resample(xp, work, axis, index, weight)
-            tables.append((axis, in_size, index, weight))
+            tables.append((axis, in_size))
+            arrays += [index, weight]
+        # The tap tables go through save_for_backward, which frees them once backward has run.
+        ctx.save_for_backward(*arrays)
         ctx.params = (tables, opmath)
         return work.astype(x.dtype, copy=False)
 
@@ -134,7 +137,9 @@ class Upsample(Op):
         xp = ctx.xp
         tables, opmath = ctx.params
         work = grad if grad.dtype.kind == "f" and grad.dtype.itemsize >= 4 else grad.astype(opmath)
-        for axis, in_size, index, weight in reversed(tables):
+        saved = ctx.saved
+        for number, (axis, in_size) in reversed(list(enumerate(tables))):
+            index, weight = saved[2 * number], saved[2 * number + 1]
             work = _resample_adjoint(xp, work, axis, in_size, index, weight)
         return work.astype(grad.dtype, copy=False)
 
