@@ -12,8 +12,8 @@ The first time a shape class is seen (mode ``measure``, the default):
    copy of the inputs (numba's compile, seconds on a fresh install, never blocks the
    program: the first training step runs at the core's speed);
 2. the next call of that class, once compiled, times both paths on copies of its
-   inputs -- forward, and forward + backward -- alternating them, and keeps the faster (medians)
-   one for each of training (grad mode on) and inference, the kernel only when it is at
+   inputs -- forward, and forward + backward -- taking turns, and keeps the faster by the
+   medians, for training (grad mode on) and for inference, the kernel only when it is at
    least ``MARGIN`` faster: ties go to the core, so the plugin never makes things slower;
 3. the choice is saved in a JSON file per machine (:func:`machine`: CPU model and
    features, thread counts, ``OPENBLAS_*`` settings and library versions), under
@@ -29,8 +29,8 @@ Modes (``CORENN_NUMBA_CHOOSE``, or :func:`set_mode` / :func:`choosing`):
   must exercise the compiled code whatever the timings say);
 - ``core``: never the compiled kernel (the plugin's kernels stay registered).
 
-``python -m corenn plugins`` and ``python -m corenn_numba show`` print what was chosen
-and the times behind it.
+``python -m corenn info`` and ``python -m corenn_numba show`` print what was chosen and the
+times behind it.
 """
 from __future__ import annotations
 
