@@ -1,10 +1,10 @@
-"""LSTM training step side by side with PyTorch: the word-level language model of PyTorch's examples, tiny.
+"""LSTM and GRU training steps side by side with PyTorch: the word-level language model of PyTorch's examples, tiny.
 
 Rows (float32, same weights and data in every column): a 2-layer ``nn.LSTM`` (embedding 64 ->
-hidden 64), sequence 35, batch 20 -- forward, loss on a linear decoder, backward -- and the
-same with one layer and a longer sequence. Columns:
+hidden 64), sequence 35, batch 20 -- forward, loss on a linear decoder, backward -- the same
+with one layer and a longer sequence, and a 2-layer ``nn.GRU``. Columns:
 
-- corenn: ``nn.LSTM`` as shipped (one ``lstm_cell`` kernel per time step);
+- corenn: the layer as shipped (one ``lstm_cell`` / ``gru_cell`` kernel per time step);
 - corenn, one op per gate: the same step written from single ops (a matmul, an add, a split,
   sigmoids, tanhs, multiplies), as ``nn.LSTM`` computed it before the fused step -- what the
   fusion buys;
@@ -20,7 +20,9 @@ import numpy as np
 
 from timing import median_seconds
 
-SHAPES = {"2-layer LSTM 64, seq 35, batch 20": (2, 64, 35, 20), "1-layer LSTM 128, seq 100, batch 8": (1, 128, 100, 8)}
+SHAPES = {"2-layer LSTM 64, seq 35, batch 20": ("LSTM", 2, 64, 35, 20),
+          "1-layer LSTM 128, seq 100, batch 8": ("LSTM", 1, 128, 100, 8),
+          "2-layer GRU 64, seq 35, batch 20": ("GRU", 2, 64, 35, 20)}
 
 
 def _unfused_lstm_step(input_gates, state, w_hh, b_hh, w_hr=None):
@@ -34,21 +36,28 @@ def _unfused_lstm_step(input_gates, state, w_hh, b_hh, w_hr=None):
     return (h if w_hr is None else F.linear(h, w_hr)), c
 
 
-def _step_function(lib, layers, hidden, length, batch):
+def _unfused_gru_step(input_gates, state, w_hh, b_hh, w_hr=None):
+    import corenn
+    import corenn.nn.functional as F
+    h = state[0]
+    in_r, in_z, in_n = input_gates.chunk(3, -1)
+    hid_r, hid_z, hid_n = F.linear(h, w_hh, b_hh).chunk(3, -1)
+    reset, update = corenn.sigmoid(in_r + hid_r), corenn.sigmoid(in_z + hid_z)
+    new = corenn.tanh(in_n + reset * hid_n)
+    return (new + update * (h - new),)
+
+
+UNFUSED = {"LSTM": _unfused_lstm_step, "GRU": _unfused_gru_step}
+
+
+def _step_function(lib, mode, layers, hidden, length, batch):
     lib.manual_seed(0)
-    lstm = lib.nn.LSTM(hidden, hidden, num_layers=layers)
+    lstm = getattr(lib.nn, mode)(hidden, hidden, num_layers=layers)
     decoder = lib.nn.Linear(hidden, 100)
     rng = np.random.default_rng(0)
     x = lib.tensor(rng.standard_normal((length, batch, hidden)).astype(np.float32))
     target = lib.tensor(rng.integers(0, 100, (length * batch,)))
     return lstm, decoder, x, target
-
-
-def _copy_weights(source, target):
-    import corenn
-    for (name, p), (_, q) in zip(source.named_parameters(), target.named_parameters()):
-        q.data = corenn.tensor(p.detach().numpy().copy()) if hasattr(q, "_data") else q.data
-    return target
 
 
 def main(argv=None) -> None:
@@ -64,23 +73,23 @@ def main(argv=None) -> None:
         torch = None
     print(f"{'workload':<38} {'corenn ms':>10} {'one op per gate ms':>19} {'PyTorch ms':>11} {'corenn/PT':>10} "
           f"{'fused speed-up':>15}")
-    for label, (layers, hidden, length, batch) in SHAPES.items():
-        lstm, decoder, x, target = _step_function(corenn, layers, hidden, length, batch)
+    for label, (mode, layers, hidden, length, batch) in SHAPES.items():
+        lstm, decoder, x, target = _step_function(corenn, mode, layers, hidden, length, batch)
 
         def corenn_step():
             out, _ = lstm(x)
             corenn.nn.functional.cross_entropy(decoder(out.reshape(-1, hidden)), target).backward()
 
         fused = median_seconds(corenn_step, args.repeats)
-        shipped = corenn_rnn._STEPS["LSTM"]
-        corenn_rnn._STEPS["LSTM"] = _unfused_lstm_step
+        shipped = corenn_rnn._STEPS[mode]
+        corenn_rnn._STEPS[mode] = UNFUSED[mode]
         try:
             unfused = median_seconds(corenn_step, args.repeats)
         finally:
-            corenn_rnn._STEPS["LSTM"] = shipped
+            corenn_rnn._STEPS[mode] = shipped
         reference = None
         if torch is not None:
-            t_lstm, t_decoder, t_x, t_target = _step_function(torch, layers, hidden, length, batch)
+            t_lstm, t_decoder, t_x, t_target = _step_function(torch, mode, layers, hidden, length, batch)
             with torch.no_grad():  # the same weights as corenn's
                 for p, q in zip(lstm.parameters(), t_lstm.parameters()):
                     q.copy_(torch.from_numpy(p.detach().numpy()))

@@ -12,8 +12,8 @@ from corenn.ops import elementwise, linalg, movement, nn, reduce
 from corenn.ops import activation, conv, dropout, embedding, loss, normalization, pooling  # layer kernels
 from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, looked up by corenn.optim
 from corenn.ops import upsample  # noqa: F401 - the "upsample" kernel behind nn.functional.interpolate
-from corenn.ops import recurrent  # noqa: F401 - lstm_cell, one LSTM step for nn.LSTM / nn.LSTMCell
-from corenn.ops.recurrent import lstm_cell  # noqa: F401
+from corenn.ops import recurrent  # noqa: F401 - lstm_cell / gru_cell: one step of nn.LSTM / nn.GRU
+from corenn.ops.recurrent import gru_cell, lstm_cell  # noqa: F401
 from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403

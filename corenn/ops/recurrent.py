@@ -1,10 +1,10 @@
-"""One LSTM time step as one kernel: the hidden product, the four gates and both new states.
+"""One LSTM or GRU time step as one kernel: the hidden product, the gates and the new state(s).
 
 Written from single ops, an LSTM step records about a dozen nodes (the product with
 ``W_hh``, an add, a split, three sigmoids, two tanhs, three multiplies, an add), and at the
 small batches recurrent models train with, per-op bookkeeping is most of the time. Here the
-step is one node: ``nn.LSTM`` and ``nn.LSTMCell`` call it once per time step (the input
-projection of all time steps stays one matmul before the loop).
+step is one node: ``nn.LSTM``/``nn.LSTMCell`` and ``nn.GRU``/``nn.GRUCell`` call it once per
+time step (the input projection of all time steps stays one matmul before the loop).
 
 The kernel's op is ``lstm_cell(input_gates, h, c, w_hh, b_hh=None) -> (h_next, c_next)``
 (:func:`lstm_step`), in PyTorch's gate order (input, forget, cell, output); :func:`lstm_cell`
@@ -14,6 +14,15 @@ is PyTorch's ``torch.lstm_cell(input, (h, c), w_ih, w_hh, b_ih, b_hh)`` on top o
     i, f, g, o = sigmoid(gates[:, :H]), sigmoid(gates[:, H:2H]), tanh(gates[:, 2H:3H]), sigmoid(gates[:, 3H:])
     c_next = f * c + i * g
     h_next = o * tanh(c_next)
+
+and ``gru_cell(input_gates, h, w_hh, b_hh=None) -> h_next`` (:func:`gru_step`; :func:`gru_cell`
+is ``torch.gru_cell``), gate order (reset, update, new), the reset gate applied after the
+hidden product as PyTorch does::
+
+    hidden = h @ w_hh.T + b_hh
+    r, z = sigmoid(input_gates[:, :H] + hidden[:, :H]), sigmoid(input_gates[:, H:2H] + hidden[:, H:2H])
+    n = tanh(input_gates[:, 2H:] + r * hidden[:, 2H:])
+    h_next = (1 - z) * n + z * h
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ import numpy as np
 
 from corenn.ops._kernel import Op, check_tensor, kernel, run
 
-__all__ = ["lstm_cell"]
+__all__ = ["lstm_cell", "gru_cell"]
 
 
 def _sigmoid(xp, x):
@@ -86,6 +95,50 @@ class LSTMCell(Op):
                 *((grad_b,) if ctx.has_bias else ()))
 
 
+@kernel("gru_cell", "GruCellBackward0")
+class GRUCell(Op):
+    @staticmethod
+    def forward(ctx, input_gates, h, w_hh, b_hh=None):
+        xp = ctx.xp
+        hidden_gates = h @ w_hh.T
+        if b_hh is not None:
+            hidden_gates += b_hh
+        size = h.shape[-1]
+        reset_update = _sigmoid(xp, input_gates[..., :2 * size] + hidden_gates[..., :2 * size])
+        reset, update = reset_update[..., :size], reset_update[..., size:]
+        hidden_new = hidden_gates[..., 2 * size:]
+        new = xp.tanh(input_gates[..., 2 * size:] + reset * hidden_new)
+        ctx.save_for_backward(h, w_hh, reset_update, new, hidden_new)
+        ctx.has_bias = b_hh is not None
+        return new + update * (h - new)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        h, w_hh, reset_update, new, hidden_new = ctx.saved
+        size = h.shape[-1]
+        reset, update = reset_update[..., :size], reset_update[..., size:]
+        grad_new = grad * (1 - update) * (1 - new * new)  # through tanh
+        grad_input_gates = xp.zeros(reset_update.shape[:-1] + (3 * size,), dtype=grad.dtype)
+        grad_input_gates[..., :size] = grad_new * hidden_new * reset * (1 - reset)
+        grad_input_gates[..., size:2 * size] = grad * (h - new) * update * (1 - update)
+        grad_input_gates[..., 2 * size:] = grad_new
+        # The hidden product's gradient: the same for reset and update, the reset-scaled one for new.
+        grad_hidden_gates = grad_input_gates.copy()
+        grad_hidden_gates[..., 2 * size:] *= reset
+        need_gates, need_h, need_w, *need_b = ctx.needs_input_grad
+        grad_w = None
+        if need_w:
+            grad_w = grad_hidden_gates.T @ h if h.ndim == 2 else xp.outer(grad_hidden_gates, h)
+        grad_b = None
+        if ctx.has_bias and need_b[0]:
+            grad_b = grad_hidden_gates.sum(axis=0) if grad_hidden_gates.ndim == 2 else grad_hidden_gates
+        return (grad_input_gates if need_gates else None,
+                grad * update + grad_hidden_gates @ w_hh if need_h else None,
+                grad_w,
+                *((grad_b,) if ctx.has_bias else ()))
+
+
 def lstm_step(input_gates, h, c, w_hh, b_hh=None):
     """One LSTM step, ``(h_next, c_next)``, from the input's gate pre-activations (``x @ w_ih.T + b_ih``).
 
@@ -114,3 +167,26 @@ def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     check_tensor(h, "hx[0]", "lstm_cell")
     check_tensor(c, "hx[1]", "lstm_cell")
     return lstm_step(F.linear(input, w_ih, b_ih), h, c, w_hh, b_hh)
+
+
+def gru_step(input_gates, h, w_hh, b_hh=None):
+    """One GRU step, ``h_next``, from the input's gate pre-activations (``x @ w_ih.T + b_ih``).
+
+    The building block of ``nn.GRU`` and ``nn.GRUCell``: ``input_gates`` (N, 3H), ``h`` (N, H),
+    ``w_hh`` (3H, H), ``b_hh`` (3H,) or None, of one float dtype.
+    """
+    if b_hh is None:
+        return run("gru_cell", input_gates, h, w_hh)
+    return run("gru_cell", input_gates, h, w_hh, b_hh)
+
+
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One GRU step from the input itself, ``h_next`` (``torch.gru_cell``).
+
+        >>> corenn.gru_cell(corenn.randn(3, 5), corenn.zeros(3, 4), corenn.randn(12, 5), corenn.randn(12, 4)).shape
+        corenn.Size([3, 4])
+    """
+    from corenn.nn import functional as F
+    check_tensor(input, "input", "gru_cell")
+    check_tensor(hx, "hx", "gru_cell")
+    return gru_step(F.linear(input, w_ih, b_ih), hx, w_hh, b_hh)

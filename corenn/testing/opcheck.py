@@ -1052,6 +1052,10 @@ _RECURRENT = [
            **_N),
     OpCase("lstm_cell", lambda lib, x, h, c, w_ih, w_hh: lib.lstm_cell(x, (h, c), w_ih, w_hh),
            [Float((2, 3)), Float((2, 2)), Float((2, 2)), Float((8, 3)), Float((8, 2))], label="no-bias", **_N),
+    OpCase("gru_cell", lambda lib, x, h, w_ih, w_hh, b_ih, b_hh: lib.gru_cell(x, h, w_ih, w_hh, b_ih, b_hh),
+           [Float((3, 5)), Float((3, 4)), Float((12, 5)), Float((12, 4)), Float((12,)), Float((12,))], **_N),
+    OpCase("gru_cell", lambda lib, x, h, w_ih, w_hh: lib.gru_cell(x, h, w_ih, w_hh),
+           [Float((2, 3)), Float((2, 2)), Float((6, 3)), Float((6, 2))], label="no-bias", **_N),
 ]
 
 #: Every case, in table order.

@@ -23,7 +23,7 @@ from corenn.module.module import Module
 from corenn.module.parameter import Parameter
 from corenn.nn import functional as F, init
 from corenn.nn.utils.rnn import PackedSequence
-from corenn.ops.recurrent import lstm_step
+from corenn.ops.recurrent import gru_step, lstm_step
 from corenn.tensor.tensor import Tensor
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -52,14 +52,8 @@ def _lstm_step(input_gates, state, w_hh, b_hh, w_hr=None):
 
 
 def _gru_step(input_gates, state, w_hh, b_hh, w_hr=None):
-    h = state[0]
-    hidden_gates = F.linear(h, w_hh, b_hh)
-    in_r, in_z, in_n = input_gates.chunk(3, -1)
-    hid_r, hid_z, hid_n = hidden_gates.chunk(3, -1)
-    reset = corenn.sigmoid(in_r + hid_r)
-    update = corenn.sigmoid(in_z + hid_z)
-    new = corenn.tanh(in_n + reset * hid_n)     # PyTorch applies the reset gate after the hidden matmul
-    return (new + update * (h - new),)          # (1 - z) * n + z * h
+    # One node per step (corenn.ops.recurrent); PyTorch applies the reset gate after the hidden matmul.
+    return (gru_step(input_gates, state[0], w_hh, b_hh),)
 
 
 _STEPS = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_step, "GRU": _gru_step}
