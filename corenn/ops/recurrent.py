@@ -160,12 +160,10 @@ def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
         corenn.Size([3, 4])
     """
     from corenn.nn import functional as F
-    check_tensor(input, "input", "lstm_cell")
     if not isinstance(hx, (tuple, list)) or len(hx) != 2:
         raise TypeError(f"lstm_cell(): argument 'hx' must be a tuple of two tensors (h, c), got {type(hx).__name__}")
     h, c = hx
-    check_tensor(h, "hx[0]", "lstm_cell")
-    check_tensor(c, "hx[1]", "lstm_cell")
+    _check_cell("lstm_cell", 4, input, {"hx[0]": h, "hx[1]": c}, w_ih, w_hh, b_ih, b_hh)
     return lstm_step(F.linear(input, w_ih, b_ih), h, c, w_hh, b_hh)
 
 
@@ -187,6 +185,34 @@ def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
         corenn.Size([3, 4])
     """
     from corenn.nn import functional as F
-    check_tensor(input, "input", "gru_cell")
-    check_tensor(hx, "hx", "gru_cell")
+    _check_cell("gru_cell", 3, input, {"hx": hx}, w_ih, w_hh, b_ih, b_hh)
     return gru_step(F.linear(input, w_ih, b_ih), hx, w_hh, b_hh)
+
+
+def _check_cell(function: str, gates: int, input, states: dict, w_ih, w_hh, b_ih, b_hh) -> None:
+    """The argument checks of ``torch.lstm_cell`` / ``gru_cell``, with errors naming the function and argument."""
+    check_tensor(input, "input", function)
+    for name, state in states.items():
+        check_tensor(state, name, function)
+    check_tensor(w_ih, "w_ih", function)
+    check_tensor(w_hh, "w_hh", function)
+    biases = {name: b for name, b in (("b_ih", b_ih), ("b_hh", b_hh)) if b is not None}
+    for name, bias in biases.items():
+        check_tensor(bias, name, function)
+    tensors = {"input": input, **states, "w_ih": w_ih, "w_hh": w_hh, **biases}
+    if not input.dtype.is_floating_point or any(t.dtype != input.dtype for t in tensors.values()):
+        raise RuntimeError(f"{function}(): expected input, hx and the weights to have one floating-point dtype, "
+                           f"got {', '.join(f'{name} {t.dtype}' for name, t in tensors.items())}")
+    if input.ndim not in (1, 2):
+        raise ValueError(f"{function}(): expected 'input' to be 1D or 2D, got {input.ndim}D instead")
+    hidden = next(iter(states.values())).shape[-1] if next(iter(states.values())).ndim else 0
+    for name, state in states.items():
+        if state.shape != input.shape[:-1] + (hidden,) or hidden == 0:
+            raise RuntimeError(f"{function}(): argument '{name}' must have shape "
+                               f"{tuple(input.shape[:-1]) + (hidden or 'hidden_size',)}, got {tuple(state.shape)}")
+    expected = {"w_ih": (gates * hidden, input.shape[-1]), "w_hh": (gates * hidden, hidden),
+                "b_ih": (gates * hidden,), "b_hh": (gates * hidden,)}
+    for name, t in (("w_ih", w_ih), ("w_hh", w_hh), *biases.items()):
+        if tuple(t.shape) != expected[name]:
+            raise RuntimeError(f"{function}(): argument '{name}' must have shape {expected[name]} for input "
+                               f"{tuple(input.shape)} and hidden size {hidden}, got {tuple(t.shape)}")
