@@ -753,20 +753,8 @@ class DynamicLSTM(nn.Module):
         return quantized.train(module.training)
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.proj_size != 0:
-            s += f", proj_size={self.proj_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s + ", dtype=corenn.qint8"
+        # The float LSTM's description (it reads only the attributes both keep), and the weights' dtype.
+        return nn.RNNBase.extra_repr(self) + ", dtype=corenn.qint8"
 
 
 dynamic = types.SimpleNamespace(Linear=DynamicLinear, LSTM=DynamicLSTM)

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 import torch.ao.quantization as TQ  # noqa: E402
 
 import corenn.ao.quantization as Q  # noqa: E402
+from quantize_digits_training import accuracy, load_digits_split, train  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore:.*deprecated:UserWarning"),
@@ -211,34 +212,7 @@ FUSE = [["conv", "bn", "relu"], ["fc1", "relu1"]]
 
 @pytest.fixture(scope="module")
 def digits():
-    sklearn = pytest.importorskip("sklearn.datasets")
-    data = sklearn.load_digits()
-    images = (data.images / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
-    labels = data.target.astype(np.int64)
-    order = np.random.default_rng(1).permutation(len(labels))
-    images, labels = images[order], labels[order]
-    return images[:1400], labels[:1400], images[1400:], labels[1400:]
-
-
-def train(model, images, labels, epochs=6):
-    optimizer = corenn.optim.Adam(model.parameters(), lr=3e-3)
-    model.train()
-    rng = np.random.default_rng(2)
-    for _ in range(epochs):
-        order = rng.permutation(len(labels))
-        for start in range(0, len(order), 64):
-            batch = order[start:start + 64]
-            loss = nn.functional.cross_entropy(model(corenn.from_numpy(images[batch])),
-                                               corenn.from_numpy(labels[batch]))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return model.eval()
-
-
-def accuracy(model, images, labels):
-    with corenn.no_grad():
-        return float((model(corenn.from_numpy(images)).numpy().argmax(1) == labels).mean())
+    return load_digits_split()
 
 
 @pytest.fixture(scope="module")
