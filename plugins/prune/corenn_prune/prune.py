@@ -334,6 +334,21 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _prune_entries(amount, t, default_mask, scores, largest: bool):
+    """``default_mask`` with the ``amount`` entries of ``t`` that score highest (``largest``) or lowest zeroed.
+
+    ``scores()`` is called only when something is pruned: RandomUnstructured draws its scores
+    from the RNG, and PyTorch draws nothing for an amount of zero.
+    """
+    tensor_size = t.numel()
+    nparams_toprune = _compute_nparams_toprune(amount, tensor_size)
+    _validate_pruning_amount(nparams_toprune, tensor_size)
+    mask = _numpy(default_mask).copy()
+    if nparams_toprune != 0:
+        mask.reshape(-1)[topk_indices(scores().ravel(), nparams_toprune, largest=largest)] = 0
+    return _tensor_like(mask, default_mask)
+
+
 class RandomUnstructured(BasePruningMethod):
     """Prune ``amount`` (a fraction, or a count) of the currently unpruned entries at random (corenn's RNG)."""
 
@@ -344,14 +359,7 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.numel()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = _numpy(default_mask).copy()
-        if nparams_toprune != 0:
-            scores = _numpy(corenn.rand_like(t)).ravel()
-            mask.reshape(-1)[topk_indices(scores, nparams_toprune, largest=True)] = 0
-        return _tensor_like(mask, default_mask)
+        return _prune_entries(self.amount, t, default_mask, lambda: _numpy(corenn.rand_like(t)), largest=True)
 
     @classmethod
     def apply(cls, module, name, amount):
@@ -368,14 +376,7 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.numel()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = _numpy(default_mask).copy()
-        if nparams_toprune != 0:
-            scores = np.abs(_numpy(t)).ravel()
-            mask.reshape(-1)[topk_indices(scores, nparams_toprune, largest=False)] = 0
-        return _tensor_like(mask, default_mask)
+        return _prune_entries(self.amount, t, default_mask, lambda: np.abs(_numpy(t)), largest=False)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
