@@ -22,33 +22,29 @@ def _cpu_flags() -> str:
     return ", ".join(f for f in ("avx512_bf16", "amx_bf16", "avx512f", "avx2") if f in flags) or "none"
 
 
-def main():
-    import corenn
-    rows = []
+def _float32_and_bfloat16(lib):
+    """Median seconds of the MLP's inference in float32, then in bfloat16, built with ``lib``."""
     layers = []
     for a, b in zip(SIZES, SIZES[1:]):
-        layers += [corenn.nn.Linear(a, b), corenn.nn.GELU()]
-    model = corenn.nn.Sequential(*layers[:-1])
-    x = corenn.randn(BATCH, SIZES[0])
-    with corenn.no_grad():
+        layers += [lib.nn.Linear(a, b), lib.nn.GELU()]
+    model = lib.nn.Sequential(*layers[:-1])
+    x = lib.randn(BATCH, SIZES[0])
+    with lib.no_grad():
         f32 = median_seconds(lambda: model(x), REPEATS, warmup=2)
-        model_bf16, x_bf16 = model.to(corenn.bfloat16), x.to(corenn.bfloat16)
+        model_bf16, x_bf16 = model.to(lib.bfloat16), x.to(lib.bfloat16)
         bf16 = median_seconds(lambda: model_bf16(x_bf16), REPEATS, warmup=2)
-    rows.append(("corenn", f32, bf16))
+    return f32, bf16
+
+
+def main():
+    import corenn
+    rows = [("corenn", *_float32_and_bfloat16(corenn))]
     try:
         import torch
-        torch_layers = []
-        for a, b in zip(SIZES, SIZES[1:]):
-            torch_layers += [torch.nn.Linear(a, b), torch.nn.GELU()]
-        torch_model = torch.nn.Sequential(*torch_layers[:-1])
-        tx = torch.randn(BATCH, SIZES[0])
-        with torch.no_grad():
-            t32 = median_seconds(lambda: torch_model(tx), REPEATS, warmup=2)
-            torch_model = torch_model.bfloat16()
-            tb16 = median_seconds(lambda: torch_model(tx.bfloat16()), REPEATS, warmup=2)
-        rows.append(("pytorch", t32, tb16))
     except ImportError:
-        pass
+        torch = None
+    if torch is not None:
+        rows.append(("pytorch", *_float32_and_bfloat16(torch)))
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, inference; CPU flags: {_cpu_flags()}")
     print(f"{'framework':10} {'float32 ms':>11} {'bfloat16 ms':>12} {'bf16/f32':>9}")
     for name, a, b in rows:

@@ -15,8 +15,8 @@ Linear layer (the initialisation work it skips).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+
+from timing import median_seconds
 
 
 def build_tree(lib, n_modules: int):
@@ -39,13 +39,7 @@ def build_tree(lib, n_modules: int):
 
 
 def median_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_seconds(fn, repeats, warmup=1)
 
 
 def operations(lib, tree):
