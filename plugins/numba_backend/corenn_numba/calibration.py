@@ -269,9 +269,10 @@ def _describe(value, exact: bool):
     return type(value).__name__
 
 
-def _key(op: str, args: tuple, params: dict, exact: bool) -> tuple:
-    return (op, tuple(_describe(a, exact) for a in args),
-            tuple((name, _describe(value, exact)) for name, value in sorted(params.items())))
+def _class_key(op: str, args: tuple, params: dict) -> tuple:
+    """The shape class of a call: what its choice is saved under."""
+    return (op, tuple(_describe(a, False) for a in args),
+            tuple((name, _describe(value, False)) for name, value in sorted(params.items())))
 
 
 _PLAIN = frozenset({int, bool, str, type(None)})
@@ -326,6 +327,12 @@ def _run(kernel_cls, forward, args, params, with_backward: bool) -> tuple[float,
     return middle - start, time.perf_counter() - middle
 
 
+def _has_backward(kernel_cls, args) -> bool:
+    """Whether timing and compiling run backward too: a differentiable op with a float array input."""
+    return bool(kernel_cls.core_kernel.differentiable) and any(
+        isinstance(a, np.ndarray) and a.dtype.kind in "fc" for a in args)
+
+
 def _time_both(kernel_cls, args, params) -> dict:
     """Median forward and forward+backward seconds of the compiled path and of the core's, taken in turns.
 
@@ -338,7 +345,7 @@ def _time_both(kernel_cls, args, params) -> dict:
     median is what the program will see, and on a quiet machine it is the minimum anyway.
     """
     core = kernel_cls.core_kernel
-    backward = bool(core.differentiable) and any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" for a in args)
+    backward = _has_backward(kernel_cls, args)
     sides = {"kernel": (kernel_cls, kernel_cls.fast_forward), "core": (core, core.forward)}
     samples = {name: ([], []) for name in sides}
     started, repeats = time.perf_counter(), 0
@@ -377,9 +384,7 @@ _idle = threading.Condition()
 
 def _compile_now(kernel_cls, args, params) -> None:
     """Run the compiled path once (forward and backward) on copies: numba compiles what these inputs need."""
-    core = kernel_cls.core_kernel
-    backward = bool(core.differentiable) and any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" for a in args)
-    _run(kernel_cls, kernel_cls.fast_forward, args, params, backward)
+    _run(kernel_cls, kernel_cls.fast_forward, args, params, _has_backward(kernel_cls, args))
 
 
 def _work() -> None:
@@ -465,7 +470,7 @@ _NOT_HANDLED = Choice(False, False, "inputs the override does not handle")
 
 def _choose(op: str, kernel_cls, args: tuple, params: dict, exact_key: tuple) -> Choice | None:
     """The slow path: the choice of a shape class seen for the first time in this process (None: not yet)."""
-    class_key = _key(op, args, params, exact=False)
+    class_key = _class_key(op, args, params)
     choice = _choices.get(class_key)
     if choice is None:
         choice = _saved_choices().get(repr(class_key))
