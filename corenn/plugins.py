@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import inspect
 import os
 import sys
 import traceback
@@ -157,7 +158,30 @@ def _kernel_summary(registration, active: bool = True) -> dict:
             "overrides": overrides, "shadowed_by": shadowed_by}
 
 
-manager = pluggy.PluginManager("corenn")
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, finding hookimpls without running a plugin's ``__getattr__``.
+
+    A plugin module that loads its heavy parts lazily (a module ``__getattr__``, as
+    corenn-profiler and corenn-quantize do) must stay light when corenn registers it.
+    pluggy 1.7 looks attributes up statically; earlier versions call ``getattr`` on
+    every name in ``dir(plugin)``, which would import everything. This does what 1.7
+    does on every supported version.
+    """
+
+    def parse_hookimpl_opts(self, plugin, name: str):
+        try:
+            value = inspect.getattr_static(plugin, name)
+        except AttributeError:
+            return None
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if not inspect.isroutine(value):
+            return None
+        opts = getattr(value, self.project_name + "_impl", None)
+        return opts if isinstance(opts, dict) else None
+
+
+manager = _PluginManager("corenn")
 manager.add_hookspecs(hookspecs)
 # Historic: every plugin registered from now on is asked for hookspecs of its own when it registers.
 manager.hook.corenn_add_hookspecs.call_historic(kwargs={"plugin_manager": manager})

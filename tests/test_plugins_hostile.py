@@ -198,6 +198,26 @@ def test_a_run_time_plugin_whose_hook_exits_is_contained():
     assert (corenn.ones(2) + 1).tolist() == [2.0, 2.0]
 
 
+def test_registering_a_lazy_plugin_module_imports_none_of_its_lazy_parts():
+    # A plugin module that loads its heavy parts in a module __getattr__ (corenn-profiler, corenn-quantize)
+    # must stay light when corenn registers it, whatever pluggy's version (before 1.7, pluggy's own
+    # lookup called getattr on every name dir() lists).
+    import types
+    asked = []
+    lazy = types.ModuleType("lazy_plugin")
+    lazy.corenn_info_lines = corenn.hookimpl(lambda: ["lazy plugin"])
+
+    def module_getattr(name):
+        asked.append(name)
+        raise AttributeError(name)
+    lazy.__getattr__ = module_getattr
+    lazy.__dir__ = lambda: ["corenn_info_lines", "HeavyClass", "heavy_function"]
+    with register_plugin(lazy, name="lazy") as record:
+        assert record.status == "active", record.reason
+        assert ["lazy plugin"] in [lines for r, lines in plugins.info_lines() if r.name == "lazy"]
+    assert not [name for name in asked if not name.startswith("corenn_")], asked
+
+
 def test_info_lines_that_exit_give_a_line_naming_the_error():
     class ExitsInInfo:
         @corenn.hookimpl

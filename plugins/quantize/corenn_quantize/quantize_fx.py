@@ -41,7 +41,7 @@ from .fake_quantize import FakeQuantizeBase
 from .observer import ObserverBase
 from .qconfig import QConfig, get_default_qat_qconfig, get_default_qconfig
 from .qtensor import QTensor, QuantizedDType, quint8
-from .quantize import refuse_unsupported
+from .eager import refuse_unsupported
 
 F = nn.functional
 
@@ -264,7 +264,7 @@ def single_user(node):
 
 def fuse(gm, fold_batch_norm: bool) -> None:
     """Fuse conv-bn(-relu), conv-relu and linear-relu in place, keeping the conv / linear node and its name."""
-    from .quantize import _fold_batch_norm  # this plugin's own helper, shared with fuse_modules
+    from .eager import _fold_batch_norm  # this plugin's own helper, shared with fuse_modules
     modules = dict(gm.named_modules())
     graph = gm.graph
     for node in list(graph.nodes):

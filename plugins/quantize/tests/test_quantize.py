@@ -35,6 +35,31 @@ def test_the_plugin_is_active_and_registers_names_and_paths():
     assert "qint32" in record.names
 
 
+def test_the_lazy_name_table_matches_the_modules_and_quantize_is_the_function():
+    import importlib
+    for module_name, names in corenn_quantize._LAZY_NAMES.items():
+        module = importlib.import_module(f"corenn_quantize.{module_name}")
+        if module_name in ("modules", "quantize_fx"):  # the package re-exports a few of these
+            assert set(names) <= set(module.__all__), module_name
+        else:
+            assert sorted(names) == sorted(module.__all__), module_name
+        for name in names:
+            assert getattr(corenn_quantize, name) is getattr(module, name)
+    assert callable(Q.quantize) and Q.quantize.__name__ == "quantize"
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        Q.no_such_name
+
+
+def test_import_corenn_imports_only_the_quantized_tensor():
+    import subprocess
+    import sys
+    code = ("import sys, corenn; corenn.plugins.list_plugins(); "
+            "print(sorted(m for m in sys.modules if m.startswith('corenn_quantize')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['corenn_quantize', 'corenn_quantize.qtensor']"
+
+
 def test_quantize_per_tensor_matches_torch_and_prints_like_it():
     x = RNG.standard_normal(100).astype(np.float32) * 3
     for dtype, tdtype, zp in ((corenn.quint8, torch.quint8, 10), (corenn.qint8, torch.qint8, -3),
