@@ -988,6 +988,11 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, name, average, window):
     check_tensor(input, "input", name)
     norm_type = check_number(norm_type, "norm_type")
+    if norm_type in (math.inf, -math.inf):  # the p -> +-inf limits are the max / min of |x| (PyTorch's branch)
+        maximum = getattr(corenn.ops.pooling, name.replace("lp_", "max_"))
+        if norm_type > 0:
+            return maximum(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+        return -maximum(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
     powered = input ** norm_type
     pooled = average(powered, kernel_size, stride if stride is not None else kernel_size, 0, ceil_mode)
     return (corenn.sign(pooled) * relu(pooled.abs())).mul(window).pow(1.0 / norm_type)
@@ -1012,6 +1017,18 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     kernel = check_ints(kernel_size, "kernel_size")
     kernel = kernel * 2 if len(kernel) == 1 else kernel
     return _lp_pool(input, norm_type, kernel, stride, ceil_mode, "lp_pool2d", avg_pool2d, kernel[0] * kernel[1])
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over (N, C, D, H, W).
+
+        >>> F.lp_pool3d(corenn.ones(1, 1, 2, 2, 2), 1, 2).flatten().tolist()
+        [8.0]
+    """
+    kernel = check_ints(kernel_size, "kernel_size")
+    kernel = kernel * 3 if len(kernel) == 1 else kernel
+    return _lp_pool(input, norm_type, kernel, stride, ceil_mode, "lp_pool3d", corenn.ops.pooling.avg_pool3d,
+                    math.prod(kernel))
 
 
 # Distances ------------------------------------------------------------------------------------------------
@@ -1624,3 +1641,87 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     index = soft.max(dim, keepdim=True).indices
     one_hot_sample = corenn.zeros_like(logits).scatter(dim, index, 1.0)
     return one_hot_sample - soft.detach() + soft
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Max pooling with indices under their own names, and max unpooling (its partial inverse)
+# ---------------------------------------------------------------------------------------------------------
+
+from corenn.ops.pooling import _max_poolnd, _max_unpoolnd, max_pool1d_with_indices  # noqa: E402,F401
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """:func:`max_pool2d` that always returns ``(output, indices)`` (``return_indices`` is ignored, as in PyTorch).
+
+        >>> F.max_pool2d_with_indices(corenn.arange(16.).reshape(1, 1, 4, 4), 2)[1].tolist()
+        [[[[5, 7], [13, 15]]]]
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, True, 2)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """:func:`max_pool3d` that always returns ``(output, indices)``.
+
+        >>> F.max_pool3d_with_indices(corenn.arange(8.).reshape(1, 1, 2, 2, 2), 2)[1].flatten().tolist()
+        [7]
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, True, 3)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool1d` that always returns ``(output, indices)``.
+
+        >>> F.adaptive_max_pool1d_with_indices(corenn.tensor([[[1., 4., 2., 3.]]]), 2)[1].tolist()
+        [[[1, 3]]]
+    """
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool2d` that always returns ``(output, indices)``.
+
+        >>> F.adaptive_max_pool2d_with_indices(corenn.arange(16.).reshape(1, 1, 4, 4), 1)[1].flatten().tolist()
+        [15]
+    """
+    return adaptive_max_pool2d(input, output_size, return_indices=True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool3d` that always returns ``(output, indices)``.
+
+        >>> F.adaptive_max_pool3d_with_indices(corenn.arange(8.).reshape(1, 1, 2, 2, 2), 1)[1].flatten().tolist()
+        [7]
+    """
+    return adaptive_max_pool3d(input, output_size, return_indices=True)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Partial inverse of :func:`max_pool1d`: each value back at its index, zeros elsewhere.
+
+        >>> out, idx = F.max_pool1d(corenn.tensor([[[1., 3., 2., 4.]]]), 2, return_indices=True)
+        >>> F.max_unpool1d(out, idx, 2).tolist()
+        [[[0.0, 3.0, 0.0, 4.0]]]
+    """
+    return _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, 1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Partial inverse of :func:`max_pool2d`; ``output_size`` resolves the ambiguous sizes.
+
+        >>> out, idx = F.max_pool2d(corenn.arange(16.).reshape(1, 1, 4, 4), 2, return_indices=True)
+        >>> F.max_unpool2d(out, idx, 2).shape
+        corenn.Size([1, 1, 4, 4])
+    """
+    return _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Partial inverse of :func:`max_pool3d`.
+
+        >>> out, idx = F.max_pool3d(corenn.arange(8.).reshape(1, 1, 2, 2, 2), 2, return_indices=True)
+        >>> F.max_unpool3d(out, idx, 2).flatten().tolist()
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0]
+    """
+    return _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, 3)

@@ -357,6 +357,38 @@ class AdaptiveMaxPool(Op):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# max unpooling: the max pool's values scattered back to their indices (a partial inverse of max pooling)
+# ---------------------------------------------------------------------------------------------------------
+
+@kernel("max_unpool", "MaxUnpool2DBackward0")
+class MaxUnpool(Op):
+    """Each value goes to its flat index in its (N, C) output plane, zeros elsewhere; backward gathers."""
+
+    @staticmethod
+    def forward(ctx, x, indices, output_size):
+        xp = ctx.xp
+        planes, plane = math.prod(x.shape[:2]), math.prod(output_size)
+        flat = indices.reshape(planes, -1)
+        bad = (flat < 0) | (flat >= plane)
+        if bad.any().item():
+            index = int(flat[bad][0].item())
+            sizes = "x".join(map(str, output_size))
+            raise RuntimeError(f"Found an invalid max index: {index} (output volumes are of size {sizes})")
+        out = xp.zeros((planes, plane), dtype=x.dtype)
+        xp.put_along_axis(out, flat, x.reshape(planes, -1), axis=1)
+        ctx.save_for_backward(flat)
+        ctx.input_shape = x.shape
+        ctx.grad_fn_name = f"MaxUnpool{len(output_size)}DBackward0"
+        return out.reshape(x.shape[:2] + tuple(output_size))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (flat,) = ctx.saved
+        planes = flat.shape[0]
+        return ctx.xp.take_along_axis(grad.reshape(planes, -1), flat, axis=1).reshape(ctx.input_shape), None
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Front ends (``torch.nn.functional.max_pool2d`` ...)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -573,6 +605,63 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
         corenn.Size([1, 1, 2, 2, 2])
     """
     return _adaptive_max_poolnd(input, output_size, return_indices, 3)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """:func:`max_pool1d` that always returns ``(output, indices)`` (``return_indices`` is ignored, as in PyTorch).
+
+        >>> corenn.max_pool1d_with_indices(corenn.tensor([[[1., 3., 2., 4.]]]), 2)[1].tolist()
+        [[[1, 3]]]
+    """
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, True, 1)
+
+
+def _unpool_output_size(input, kernel_size, stride, padding, output_size):
+    """PyTorch's rule: ``(in - 1) * stride + kernel - 2 * padding`` per dim, or ``output_size`` within a stride."""
+    n = len(kernel_size)
+    default = [(size - 1) * s + k - 2 * p for size, k, s, p in zip(input.shape[-n:], kernel_size, stride, padding)]
+    if output_size is None:
+        return default
+    output_size = list(check_ints(output_size, "output_size"))
+    if len(output_size) == n + 2:
+        output_size = output_size[2:]
+    if len(output_size) != n:
+        raise ValueError(f"output_size should be a sequence containing {n} or {n + 2} elements, but it has a "
+                         f"length of '{len(output_size)}'")
+    for d in range(n):
+        low, high = default[d] - stride[d], default[d] + stride[d]
+        if not low < output_size[d] < high:
+            raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between {low} and {high})')
+    return output_size
+
+
+def _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, n):
+    op = f"max_unpool{n}d"
+    check_tensor(input, "input", op)
+    check_tensor(indices, "indices", op)
+    kernel_size = _tuple(kernel_size, n, "kernel_size", op)
+    stride = kernel_size if stride is None else _tuple(stride, n, "stride", op)
+    padding = _tuple(padding, n, "padding", op)
+    output_size = _unpool_output_size(input, kernel_size, stride, padding, output_size)
+    if indices.dtype.name != "int64":
+        raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype.name.capitalize()}")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
+                           f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+    kernel_dims = max(n, 2)  # PyTorch unpools 1-d input as 2-d with a trailing size-1 dim
+    if input.ndim not in (kernel_dims + 1, kernel_dims + 2) and n > 1 or n == 1 and input.ndim not in (2, 3):
+        raise RuntimeError(f"Input to max_unpooling{kernel_dims}d should be a {kernel_dims + 1}d or "
+                           f"{kernel_dims + 2}d Tensor, but got a tensor with {input.ndim} dimensions.")
+    unbatched = input.ndim == n + 1
+    if unbatched:
+        input, indices = input.unsqueeze(0), indices.unsqueeze(0)
+    if n == 1:  # PyTorch's message names the 2-d output plane (L x 1)
+        out = run("max_unpool", input.unsqueeze(-1), indices.unsqueeze(-1), output_size=(output_size[0], 1))
+        out = out.squeeze(-1)
+    else:
+        out = run("max_unpool", input, indices, output_size=tuple(output_size))
+    return out.squeeze(0) if unbatched else out
 
 
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).

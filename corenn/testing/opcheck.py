@@ -914,6 +914,12 @@ _POOL = [
            [Float((2, 2, 5, 7), distinct=True)], kernels=("adaptive_max_pool",)),
     OpCase("adaptive_max_pool1d", _f("adaptive_max_pool1d", output_size=4), [Float((2, 3, 7), distinct=True)],
            kernels=("adaptive_max_pool",)),
+    OpCase("max_unpool2d", lambda lib, x: functional(lib).max_unpool2d(
+        *functional(lib).max_pool2d(x, 2, return_indices=True), 2), [Float((2, 2, 4, 4), distinct=True)],
+        kernels=("max_unpool", "max_pool_with_indices")),
+    OpCase("max_unpool1d", lambda lib, x: functional(lib).max_unpool1d(
+        *functional(lib).max_pool1d(x, 2, return_indices=True), 2, output_size=[7]), [Float((2, 3, 7), distinct=True)],
+        kernels=("max_unpool", "max_pool_with_indices")),
     OpCase("interpolate", _f("interpolate", scale_factor=2, mode="nearest"), [Float((1, 2, 3, 4))],
            label="nearest", kernels=("upsample",), **_N),
     OpCase("interpolate", _f("interpolate", size=(5, 3), mode="bilinear", align_corners=True),
@@ -1058,6 +1064,30 @@ _RECURRENT = [
            [Float((2, 3)), Float((2, 2)), Float((6, 3)), Float((6, 2))], label="no-bias", **_N),
 ]
 
+_MORE_POINTWISE = [
+    _unary("asin", np.arcsin, low=-0.9, high=0.9), _unary("acos", np.arccos, low=-0.9, high=0.9),
+    _unary("atan", np.arctan, low=-3, high=3), _unary("asinh", np.arcsinh, low=-3, high=3),
+    _unary("acosh", np.arccosh, low=1.1, high=4), _unary("atanh", np.arctanh, low=-0.9, high=0.9),
+    _unary("sinh", np.sinh), _unary("cosh", np.cosh), _unary("sinc", np.sinc, low=-3, high=3),
+    _unary("deg2rad", np.deg2rad, low=-300, high=300), _unary("rad2deg", np.rad2deg),
+    _unary("frac", lambda x: x - np.trunc(x), low=-3, high=3), _unary("sgn", np.sign, away=True, low=0.1),
+    _unary("logit", lambda x: np.log(x / (1 - x)), low=0.05, high=0.95),
+    _unary("logit", lambda x: np.log(np.clip(x, 0.2, 0.8) / (1 - np.clip(x, 0.2, 0.8))), low=0.05, high=0.95,
+           fn=lambda lib, x: lib.logit(x, eps=0.2), label="eps"),
+    _binary("atan2", np.arctan2, away=True, other=(0.2, 2)), _binary("hypot", np.hypot, away=True, other=(0.2, 2)),
+    _binary("copysign", np.copysign, away=True, other=(0.2, 2)),
+    _binary("logaddexp", np.logaddexp), _binary("logaddexp2", np.logaddexp2),
+    _binary("fmax", np.fmax), _binary("fmin", np.fmin),
+    OpCase("ldexp", lambda lib, a, b: lib.ldexp(a, lib.round(b)), [Float((2, 3)), Float((3,), -3, 3)],
+           ref=lambda a, b: a * np.exp2(np.round(b)), broadcast=True),
+    OpCase("nextafter", lambda lib, a, b: lib.nextafter(a, b), [Float((2, 3)), Float((3,))], ref=np.nextafter,
+           grad=False),
+    OpCase("heaviside", lambda lib, a, b: lib.heaviside(a, b), [Special((2, 4)), Float((4,))],
+           ref=lambda a, b: np.heaviside(a, b), grad=False),
+    _compare_op("gcd", np.gcd, [Index((2, 3), 30), Index((3,), 30)]),
+    _compare_op("lcm", np.lcm, [Index((2, 3), 30), Index((3,), 30)]),
+]
+
 #: Every case, in table order.
-CASES: list[OpCase] = (_ELEMENTWISE + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
+CASES: list[OpCase] = (_ELEMENTWISE + _MORE_POINTWISE + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
                        + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER + _RECURRENT)

@@ -1,4 +1,4 @@
-"""LPPool1d/2d: power-average pooling, ``(sum over the window of x**p) ** (1/p)``."""
+"""LPPool1d/2d/3d: power-average pooling, ``(sum over the window of x**p) ** (1/p)``."""
 from __future__ import annotations
 
 from corenn.module.module import Module
@@ -35,3 +35,14 @@ class LPPool2d(_LPPoolNd):
 
     def forward(self, input):
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over (N, C, D, H, W).
+
+        >>> nn.LPPool3d(1, 2)(corenn.ones(1, 1, 2, 2, 2)).flatten().tolist()
+        [8.0]
+    """
+
+    def forward(self, input):
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)

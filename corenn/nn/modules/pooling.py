@@ -1,4 +1,5 @@
-"""Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d."""
+"""Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d,
+MaxUnpool1d/2d/3d."""
 from __future__ import annotations
 
 from corenn.module.module import Module
@@ -198,6 +199,58 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
 
         >>> nn.AdaptiveMaxPool3d(1)(corenn.randn(1, 2, 3, 4, 5)).shape
         corenn.Size([1, 2, 1, 1, 1])
+    """
+
+    _n = 3
+
+
+def _ntuple(value, n):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+
+
+class _MaxUnpoolNd(Module):
+    _n = 0
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = _ntuple(kernel_size, self._n)
+        self.stride = _ntuple(stride if stride is not None else kernel_size, self._n)
+        self.padding = _ntuple(padding, self._n)
+
+    def forward(self, input, indices, output_size=None):
+        unpool = getattr(F, f"max_unpool{self._n}d")
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """Partial inverse of :class:`MaxPool1d`: values back at their indices, zeros elsewhere.
+
+        >>> nn.MaxUnpool1d(2)
+        MaxUnpool1d(kernel_size=(2,), stride=(2,), padding=(0,))
+    """
+
+    _n = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """Partial inverse of :class:`MaxPool2d`.
+
+        >>> pool, unpool = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)
+        >>> unpool(*pool(corenn.randn(1, 1, 4, 4))).shape
+        corenn.Size([1, 1, 4, 4])
+    """
+
+    _n = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """Partial inverse of :class:`MaxPool3d`.
+
+        >>> nn.MaxUnpool3d(2, stride=1)
+        MaxUnpool3d(kernel_size=(2, 2, 2), stride=(1, 1, 1), padding=(0, 0, 0))
     """
 
     _n = 3
