@@ -24,6 +24,7 @@ from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bit
                                    floor_divide, ge, gt, le, lerp, lt, masked_fill, mul, ne, neg, pow, remainder, rsub,
                                    sub)
 from corenn.ops.linalg import addmm, baddbmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer  # noqa: F401
+from corenn.ops.linalg import *  # noqa: F401,F403
 from corenn.ops.movement import *  # noqa: F401,F403
 from corenn.ops.movement import (broadcast_tensors, cat, chunk, gather, index_add, index_fill, index_select,  # noqa
                                  scatter, scatter_add, split, stack, unbind)
@@ -58,7 +59,12 @@ moveaxis expand expand_as broadcast_to repeat tile contiguous clone split chunk 
 nonzero argwhere masked_select gather take_along_dim scatter scatter_add index_select index_add index_fill index_put
 tril triu flip fliplr flipud roll argsort sort topk unique diagonal diag trace
 matmul mm bmm mv dot inner outer ger addmm baddbmm
+det slogdet logdet inverse pinverse svd cholesky cholesky_inverse cholesky_solve triangular_solve lu
+matrix_exp matrix_power kron cross vdot dist addmv addr addbmm
 softmax log_softmax
+asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
+logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm
+is_signed is_conj is_neg is_nonzero is_same_size conj conj_physical resolve_conj resolve_neg isreal isposinf isneginf
 """.split()
 
 
@@ -87,6 +93,19 @@ def _bind_methods(tensor_cls):
                  "tril", "triu", "logical_not", "where", "log1p",
                  "expm1", "erf", "index_put"):
         _bind_inplace(tensor_cls, name, namespace[name])
+    for name in INPLACE_METHODS:
+        _bind_inplace(tensor_cls, name, namespace[name])
+
+
+# Pointwise ops whose in-place variant ``t.name_(...)`` PyTorch also has (besides those bound above).
+INPLACE_METHODS = """
+asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
+logit sgn atan2 arctan2 hypot copysign ldexp nextafter heaviside gcd lcm absolute negative exp2 log2 log10 rsqrt tan
+fix eq ne lt le gt ge greater greater_equal less less_equal not_equal logical_and logical_or logical_xor bitwise_and
+bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift subtract multiply divide true_divide
+floor_divide xlogy nan_to_num cumsum cumprod
+addmm baddbmm addmv addr addbmm
+""".split()
 
 
 def _bind_inplace(tensor_cls, name, function):
@@ -94,6 +113,7 @@ def _bind_inplace(tensor_cls, name, function):
         return
 
     def method(self, *args, **kwargs):
+        self._check_inplace()  # a leaf that requires grad refuses every in-place op, differentiable or not
         return self._inplace_from(function(self, *args, **kwargs))
 
     public_function(method, name + "_", f"In-place version of :meth:`{name}`.")

@@ -10,7 +10,7 @@ import math
 
 from corenn import _dtype
 from corenn._argcheck import check_number, named, not_tensors
-from corenn.ops._kernel import (Op, broadcast_shapes, is_scalar, kernel, promote_pair, public_function, run, run1,
+from corenn.ops._kernel import (Op, _coerce, broadcast_shapes, is_scalar, kernel, promote_pair, public_function, run, run1,
                                 run2, sum_to_shape, to_floating)
 from corenn.tensor.tensor import Tensor
 
@@ -437,7 +437,9 @@ def _bitwise(name, numpy_name):
 
 
 def _type_name(d):
-    return {"float16": "Half", "float32": "Float", "float64": "Double"}.get(d.name, d.name)
+    """PyTorch's scalar-type name of a dtype, as its "not implemented for 'Long'" errors spell it."""
+    return {"float16": "Half", "float32": "Float", "float64": "Double", "bfloat16": "BFloat16", "int8": "Char",
+            "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}.get(d.name, d.name)
 
 
 bitwise_and = _bitwise("bitwise_and", "bitwise_and")
@@ -1096,7 +1098,10 @@ def where(condition, input=None, other=None):
         condition = condition.to(_dtype.bool_)
     if not isinstance(input, Tensor):
         if not isinstance(other, Tensor):
-            raise TypeError("where(): expected at least one of input and other to be a Tensor")
+            if not (is_scalar(input) and is_scalar(other)):
+                raise TypeError("where(): expected at least one of input and other to be a Tensor")
+            # torch.where(mask, 1, 0): two numbers give a tensor of their own common type (int64, the default float)
+            input = _coerce(input, condition)
         other, input = promote_pair(other, input)
     else:
         input, other = promote_pair(input, other)
@@ -1209,6 +1214,425 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     xp = input._device._xp
     array = xp.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf)
     return Tensor._wrap(array, input._device)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# More unary math: one table row (forward, derivative) per kernel
+# ---------------------------------------------------------------------------------------------------------
+
+def _math_kernel(name, grad_fn_name, forward, derivative):
+    """Register kernel ``name``: ``forward(xp, a)`` and its derivative ``derivative(xp, a, out)``."""
+    @kernel(name, grad_fn_name)
+    class UnaryMath(Op):
+        @staticmethod
+        def forward(ctx, a):
+            out = forward(ctx.xp, a).astype(a.dtype, copy=False)
+            ctx.save_for_backward(a, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, out = ctx.saved
+            return grad * derivative(ctx.xp, a, out)
+
+    UnaryMath.__name__ = UnaryMath.__qualname__ = grad_fn_name[:-len("Backward0")]
+    return UnaryMath
+
+
+def _sinc(xp, a):
+    pi_a = math.pi * a
+    safe = xp.where(a == 0, 1, pi_a)
+    return xp.where(a == 0, 1, xp.sin(safe) / safe)
+
+
+def _sinc_derivative(xp, a, out):
+    pi_a = math.pi * a
+    safe = xp.where(a == 0, 1, a)
+    return xp.where(a == 0, 0, (pi_a * xp.cos(pi_a) - xp.sin(pi_a)) / (math.pi * safe * safe))
+
+
+_UNARY_MATH = [  # name, PyTorch's node, forward, derivative (d out / d a)
+    ("asin", "AsinBackward0", lambda xp, a: xp.arcsin(a), lambda xp, a, out: 1 / xp.sqrt(1 - a * a)),
+    ("acos", "AcosBackward0", lambda xp, a: xp.arccos(a), lambda xp, a, out: -1 / xp.sqrt(1 - a * a)),
+    ("atan", "AtanBackward0", lambda xp, a: xp.arctan(a), lambda xp, a, out: 1 / (1 + a * a)),
+    ("asinh", "AsinhBackward0", lambda xp, a: xp.arcsinh(a), lambda xp, a, out: 1 / xp.sqrt(a * a + 1)),
+    ("acosh", "AcoshBackward0", lambda xp, a: xp.arccosh(a), lambda xp, a, out: 1 / xp.sqrt((a - 1) * (a + 1))),
+    ("atanh", "AtanhBackward0", lambda xp, a: xp.arctanh(a), lambda xp, a, out: 1 / (1 - a * a)),
+    ("sinh", "SinhBackward0", lambda xp, a: xp.sinh(a), lambda xp, a, out: xp.cosh(a)),
+    ("cosh", "CoshBackward0", lambda xp, a: xp.cosh(a), lambda xp, a, out: xp.sinh(a)),
+    ("sinc", "SincBackward0", _sinc, _sinc_derivative),
+    ("deg2rad", "Deg2RadBackward0", lambda xp, a: a * (math.pi / 180), lambda xp, a, out: math.pi / 180),
+    ("rad2deg", "Rad2DegBackward0", lambda xp, a: a * (180 / math.pi), lambda xp, a, out: 180 / math.pi),
+    ("frac", "FracBackward0", lambda xp, a: a - xp.trunc(a), lambda xp, a, out: 1),
+]
+for _row in _UNARY_MATH:
+    _math_kernel(*_row)
+
+asin = arcsin = _floating_unary("asin")
+acos = arccos = _floating_unary("acos")
+atan = arctan = _floating_unary("atan")
+asinh = arcsinh = _floating_unary("asinh")
+acosh = arccosh = _floating_unary("acosh")
+atanh = arctanh = _floating_unary("atanh")
+sinh = _floating_unary("sinh")
+cosh = _floating_unary("cosh")
+sinc = _floating_unary("sinc")
+deg2rad = _floating_unary("deg2rad")
+rad2deg = _floating_unary("rad2deg")
+
+
+def frac(input):
+    """``input - trunc(input)``: the fractional part, with the sign of ``input`` (``torch.frac``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"frac_cpu\" not implemented for '{_type_name(input.dtype)}'")
+    return run1("frac", input)
+
+
+@kernel("logit", "LogitBackward0")
+class Logit(Op):
+    @staticmethod
+    def forward(ctx, a, eps=None):
+        xp = ctx.xp
+        ctx.save_for_backward(a)
+        ctx.eps = eps
+        clamped = a if eps is None else xp.clip(a, eps, 1 - eps)
+        return xp.log(clamped / (1 - clamped)).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved
+        xp = ctx.xp
+        # PyTorch: outside [eps, 1 - eps] the clamp cuts the gradient; without eps, outside [0, 1] it is NaN.
+        outside, fill = ((a < 0) | (a > 1), math.nan) if ctx.eps is None else (
+            (a < ctx.eps) | (a > 1 - ctx.eps), 0)
+        return xp.where(outside, fill, grad / (a * (1 - a))).astype(grad.dtype, copy=False)
+
+
+def logit(input, eps=None):
+    """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given (``torch.logit``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if eps is not None:
+        eps = float(check_number(eps, "eps"))
+        if eps < 0:  # PyTorch reads a negative eps as "no clamping"
+            eps = None
+    return run("logit", input if input.dtype.is_floating_point else to_floating(input), eps=eps)
+
+
+@kernel("sgn", "SgnBackward0")
+class Sgn(Sign):
+    """``sgn`` is ``sign`` for real tensors (the complex ``z / |z|`` has no real counterpart to differ)."""
+
+
+def sgn(input):
+    """The sign of each element, as ``sign`` for real tensors (``torch.sgn``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return run1("sgn", input)
+
+
+def positive(input):
+    """``input`` itself (``+input``); bool tensors are refused, as in PyTorch (``torch.positive``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.dtype is _dtype.bool_:
+        raise RuntimeError(named("The `+` operator, on a bool tensor is not supported."))
+    return input
+
+
+# ---------------------------------------------------------------------------------------------------------
+# More binary math
+# ---------------------------------------------------------------------------------------------------------
+
+def _binary_math_kernel(name, grad_fn_name, forward, derivatives):
+    """Register kernel ``name``: ``forward(xp, a, b)``, ``derivatives(xp, a, b, out)`` -> (d/da, d/db).
+
+    ``b`` is an array or a Python number; a derivative is left out for a number.
+    """
+    @kernel(name, grad_fn_name)
+    class BinaryMath(Op):
+        @staticmethod
+        def forward(ctx, a, b):
+            out = forward(ctx.xp, a, b)
+            if _shape(b) is None:
+                ctx.grad_fn_name = grad_fn_name[:-1] + "1"  # PyTorch's node for a Scalar other
+                out = out.astype(a.dtype, copy=False)
+            ctx.save_for_backward(a, b, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b, out = ctx.saved
+            d_a, d_b = derivatives(ctx.xp, a, b, out)
+            grad_a = sum_to_shape(grad * d_a, a.shape) if ctx.needs_input_grad[0] else None
+            grad_b = None
+            if _shape(b) is not None and ctx.needs_input_grad[1]:
+                grad_b = sum_to_shape(grad * d_b, b.shape)
+            return grad_a, grad_b
+
+    BinaryMath.__name__ = BinaryMath.__qualname__ = grad_fn_name[:-len("Backward0")]
+    return BinaryMath
+
+
+def _copysign_derivatives(xp, a, b, out):
+    ratio = out / xp.where(a == 0, 1, a)
+    return xp.where(a == 0, 0, ratio), 0
+
+
+def _atan2_derivatives(xp, a, b, out):
+    squared_norm = a * a + b * b
+    # PyTorch gives atan2 a zero gradient at the origin, where the derivative is undefined.
+    inverse = xp.where(squared_norm == 0, 0, 1 / xp.where(squared_norm == 0, 1, squared_norm))
+    return b * inverse, -a * inverse
+
+
+def _fmax_derivatives(xp, a, b, out):
+    a_wins = (a >= b) | xp.isnan(b)  # ties go to input, and a NaN other picks input (PyTorch's rule)
+    return a_wins, ~a_wins
+
+
+def _fmin_derivatives(xp, a, b, out):
+    a_wins = (a <= b) | xp.isnan(b)
+    return a_wins, ~a_wins
+
+
+_LN2 = math.log(2.0)
+
+_BINARY_MATH = [  # name, PyTorch's node, forward, derivatives
+    ("atan2", "Atan2Backward0", lambda xp, a, b: xp.arctan2(a, b), _atan2_derivatives),
+    ("hypot", "HypotBackward0", lambda xp, a, b: xp.hypot(a, b), lambda xp, a, b, out: (a / out, b / out)),
+    ("copysign", "CopysignBackward0", lambda xp, a, b: xp.copysign(a, b), _copysign_derivatives),
+    ("logaddexp", "LogaddexpBackward0", lambda xp, a, b: xp.logaddexp(a, b),
+     lambda xp, a, b, out: (1 / (1 + xp.exp(b - a)), 1 / (1 + xp.exp(a - b)))),
+    ("logaddexp2", "Logaddexp2Backward0", lambda xp, a, b: xp.logaddexp2(a, b),
+     lambda xp, a, b, out: (1 / (1 + xp.exp2(b - a)), 1 / (1 + xp.exp2(a - b)))),
+    ("fmax", "FmaxBackward0", lambda xp, a, b: xp.fmax(a, b), _fmax_derivatives),
+    ("fmin", "FminBackward0", lambda xp, a, b: xp.fmin(a, b), _fmin_derivatives),
+    ("ldexp", "LdexpBackward0", lambda xp, a, b: a * xp.exp2(b),
+     lambda xp, a, b, out: (xp.exp2(b), out * _LN2)),
+]
+for _row in _BINARY_MATH:
+    _binary_math_kernel(*_row)
+
+
+def _tensor_operands(name, input, other, argument="other"):
+    """PyTorch's checks for ``torch.<name>(Tensor input, Tensor other)``, then the promoted pair."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{name}(): argument '{argument}' (position 2) must be Tensor, not "
+                        f"{type(other).__name__}")
+    return promote_pair(input, other)
+
+
+def _floating_binary(name, *, integers=True, scalar_other=False):
+    """Front end of a floating binary op; ``integers``: integer inputs compute in the default float dtype
+    (else PyTorch has no integer kernel); ``scalar_other``: ``other`` may be a Python number."""
+    def binary(input, other):
+        if scalar_other and is_scalar(other) and isinstance(input, Tensor):
+            input, other = promote_pair(input, check_number(other, "other"))
+        else:
+            input, other = _tensor_operands(name, input, other)
+        if not input.dtype.is_floating_point:
+            if not integers:
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}'")
+            input = input.to(_dtype.get_default_dtype())
+            other = other.to(input.dtype) if isinstance(other, Tensor) else float(other)
+        return run2(name, input, other)
+    return public_function(binary, name, f"Elementwise ``{name}`` with broadcasting (``torch.{name}``).")
+
+
+atan2 = arctan2 = _floating_binary("atan2")
+hypot = _floating_binary("hypot", integers=False)
+copysign = _floating_binary("copysign", scalar_other=True)
+logaddexp = _floating_binary("logaddexp", integers=False)
+logaddexp2 = _floating_binary("logaddexp2", integers=False)
+
+
+def fmax(input, other):
+    """Elementwise maximum that ignores NaN: NaN only where both are NaN (``torch.fmax``)."""
+    input, other = _tensor_operands("fmax", input, other)
+    return run2("fmax", input, other)
+
+
+def fmin(input, other):
+    """Elementwise minimum that ignores NaN: NaN only where both are NaN (``torch.fmin``)."""
+    input, other = _tensor_operands("fmin", input, other)
+    return run2("fmin", input, other)
+
+
+def ldexp(input, other):
+    """``input * 2 ** other`` (``torch.ldexp``); integer inputs compute in the default float dtype."""
+    input, other = _tensor_operands("ldexp", input, other)
+    if not input.dtype.is_floating_point:
+        input = input.to(_dtype.get_default_dtype())
+    return run2("ldexp", input, other.to(input.dtype))
+
+
+@kernel("nextafter", "NextafterBackward0")
+class Nextafter(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        return ctx.xp.nextafter(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError("the derivative for 'nextafter' is not implemented.")
+
+
+def nextafter(input, other):
+    """The next floating-point value after ``input`` towards ``other`` (``torch.nextafter``)."""
+    input, other = _tensor_operands("nextafter", input, other)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{_type_name(input.dtype)}'")
+    return run2("nextafter", input, other)
+
+
+@kernel("heaviside", "NotImplemented")
+class Heaviside(Op):
+    @staticmethod
+    def forward(ctx, a, values):
+        xp = ctx.xp
+        return xp.where(a == 0, values, a > 0).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError("the derivative for 'heaviside' is not implemented.")
+
+
+def heaviside(input, values):
+    """Step function: 0 below zero, 1 above, ``values`` at zero (``torch.heaviside``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not isinstance(values, Tensor):
+        raise TypeError(f"heaviside(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    if input.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    broadcast_shapes(input.shape, values.shape)
+    return run2("heaviside", input, values)
+
+
+def _integer_binary(name):
+    @kernel(name)
+    class IntegerBinary(Op):
+        differentiable = False
+
+        @staticmethod
+        def forward(ctx, a, b):
+            return getattr(ctx.xp, name)(a, b)
+
+    IntegerBinary.__name__ = IntegerBinary.__qualname__ = name.capitalize()
+
+    def integer_binary(input, other):
+        input, other = _tensor_operands(name, input, other)
+        if input.dtype.is_floating_point or input.dtype is _dtype.bool_:
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(input.dtype)}'")
+        return run2(name, input, other)
+
+    return public_function(integer_binary, name, f"Elementwise ``{name}`` of integer tensors (``torch.{name}``).")
+
+
+gcd = _integer_binary("gcd")
+lcm = _integer_binary("lcm")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Predicates, and the complex-number names that are identities on real tensors
+# ---------------------------------------------------------------------------------------------------------
+
+def _checked(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return input
+
+
+def is_complex(input) -> bool:
+    """False: corenn has no complex dtype (``torch.is_complex``)."""
+    return _checked(input).is_complex()
+
+
+def is_signed(input) -> bool:
+    """Whether the dtype holds negative numbers: floats and signed integers (``torch.is_signed``)."""
+    return _checked(input).dtype.is_signed
+
+
+def is_conj(input) -> bool:
+    """False: a real tensor never carries a lazy conjugation (``torch.is_conj``)."""
+    _checked(input)
+    return False
+
+
+def is_neg(input) -> bool:
+    """False: a real tensor never carries a lazy negation (``torch.is_neg``)."""
+    _checked(input)
+    return False
+
+
+def is_nonzero(input) -> bool:
+    """Whether a one-element tensor is not zero; other sizes raise, as ``bool(t)`` does (``torch.is_nonzero``)."""
+    size = _checked(input).numel()
+    if size == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if size > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(input._data.reshape(()).item() != 0)
+
+
+def is_same_size(input, other) -> bool:
+    """Whether both tensors have the same shape (``torch.is_same_size``)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
+    return input.shape == other.shape
+
+
+def conj(input):
+    """``input`` itself: the conjugate of a real tensor (``torch.conj``)."""
+    return _checked(input)
+
+
+conj_physical = resolve_conj = resolve_neg = conj
+
+
+def isreal(input):
+    """A bool tensor of True: every element of a real tensor is real (``torch.isreal``)."""
+    xp = _checked(input)._device._xp
+    return Tensor._wrap(xp.ones(input._data.shape, dtype=bool), input._device)
+
+
+def isposinf(input):
+    """Where ``input`` is +inf (``torch.isposinf``)."""
+    return eq(_checked(input), math.inf) if input.dtype.is_floating_point else isreal(input).logical_not()
+
+
+def isneginf(input):
+    """Where ``input`` is -inf (``torch.isneginf``)."""
+    return eq(_checked(input), -math.inf) if input.dtype.is_floating_point else isreal(input).logical_not()
+
+
+def adjoint(input):
+    """The last two dimensions swapped: the conjugate transpose of a real tensor (``torch.adjoint``)."""
+    return _checked(input).adjoint()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# torch.<name>_: the in-place variants PyTorch also has as functions, each ``input.<name>_(...)``
+# ---------------------------------------------------------------------------------------------------------
+
+def _inplace_function(name):
+    def inplace(input, *args, **kwargs):
+        return getattr(_checked(input), name)(*args, **kwargs)
+    return public_function(inplace, name, f"``input.{name}(...)``: in-place, returns ``input`` (``torch.{name}``).")
+
+
+for _name in """
+abs_ neg_ negative_ exp_ exp2_ expm1_ log_ log2_ log10_ log1p_ sqrt_ rsqrt_ square_ reciprocal_ sin_ cos_ tan_ tanh_
+sigmoid_ relu_ erf_ floor_ ceil_ round_ trunc_ fix_ clamp_ clip_ clamp_min_ clamp_max_ xlogy_ nan_to_num_
+asin_ acos_ atan_ asinh_ acosh_ atanh_ sinh_ cosh_ arcsin_ arccos_ arctan_ arcsinh_ arccosh_ arctanh_ sinc_ deg2rad_
+rad2deg_ frac_ logit_ ldexp_ gcd_ lcm_ conj_physical_
+""".split():
+    globals()[_name] = _inplace_function(_name)
 
 
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).

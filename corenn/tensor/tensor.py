@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy as _copy
 import numbers
+import warnings
 import weakref
 
 import numpy as np
@@ -124,6 +125,38 @@ class Tensor:
 
     def element_size(self) -> int:
         return self._data.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (``element_size()``)."""
+        return self._data.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the elements take: ``numel() * itemsize`` (a view counts its own elements, as in PyTorch)."""
+        return int(self._data.size) * self._data.dtype.itemsize
+
+    @property
+    def H(self) -> "Tensor":
+        """The conjugate transpose of a matrix: its transpose, for corenn's real dtypes."""
+        if self._data.ndim == 0:
+            warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().", UserWarning,
+                          stacklevel=2)
+            return self
+        if self._data.ndim != 2:
+            hint = " For batches of matrices, consider using tensor.mH" if self._data.ndim > 2 else ""
+            raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self._data.ndim}-D "
+                               f"tensor.{hint}")
+        return _ops.transpose(self, 0, 1)
+
+    @property
+    def mH(self) -> "Tensor":
+        """The conjugate transpose of the last two dimensions: ``mT``, for corenn's real dtypes."""
+        return _transpose_last(self, "tensor.mH")
+
+    def adjoint(self) -> "Tensor":
+        """The conjugate transpose of the last two dimensions; ``transpose(-2, -1)`` for real dtypes."""
+        return _transpose_last(self, "tensor.adjoint()")
 
     @property
     def dtype(self) -> _dtype.dtype:
@@ -949,6 +982,60 @@ class Tensor:
         from corenn.tensor import random as _random
         return self._inplace_from(Tensor._wrap(_random.exponential_array(self, lambd, generator), self._device))
 
+    # In-place views: the tensor becomes a view of its own storage with another shape.
+    def _inplace_view(self, result: "Tensor") -> "Tensor":
+        self._check_inplace()
+        self._data = result._data
+        if result._requires_grad and _node.grad_mode.enabled:
+            self._grad_fn = result._grad_fn
+            self._output_nr = result._output_nr
+        return self
+
+    def t_(self) -> "Tensor":
+        return self._inplace_view(_ops.t(self))
+
+    def transpose_(self, dim0, dim1) -> "Tensor":
+        return self._inplace_view(_ops.transpose(self, dim0, dim1))
+
+    def swapaxes_(self, axis0, axis1) -> "Tensor":
+        return self._inplace_view(_ops.transpose(self, axis0, axis1))
+
+    def swapdims_(self, dim0, dim1) -> "Tensor":
+        return self._inplace_view(_ops.transpose(self, dim0, dim1))
+
+    def squeeze_(self, dim=None) -> "Tensor":
+        return self._inplace_view(_ops.squeeze(self) if dim is None else _ops.squeeze(self, dim))
+
+    def unsqueeze_(self, dim) -> "Tensor":
+        return self._inplace_view(_ops.unsqueeze(self, dim))
+
+    def float_power_(self, exponent) -> "Tensor":
+        """In-place ``float_power``: the result is float64, so self must be float64 (PyTorch's rule)."""
+        if self.dtype is not _dtype.float64:
+            raise RuntimeError(f"the base given to float_power_ has dtype {_TYPE_NAMES[self.dtype][:-6]} but the "
+                               "operation's result requires dtype Double")
+        self._check_inplace()
+        return self._inplace_from(_ops.float_power(self, exponent))
+
+    def fill_diagonal_(self, fill_value, wrap=False) -> "Tensor":
+        """Fill the main diagonal (all dimensions equal, or a matrix); ``wrap``: tall matrices restart it
+        every ``columns + 1`` rows."""
+        self._check_inplace()
+        shape = self._data.shape
+        if len(shape) < 2:
+            raise RuntimeError("dimensions must larger than 1")
+        if len(shape) > 2 and len(set(shape)) != 1:
+            raise RuntimeError("all dimensions of input must be of equal length")
+        mask = np.zeros(shape, dtype=bool)
+        np.fill_diagonal(mask, True, wrap=wrap)
+        mask = Tensor._wrap(self._device._xp.asarray(mask), self._device)
+        return self._inplace_from(_ops.masked_fill(self, mask, _argcheck.check_number(fill_value, "fill_value")))
+
+    def conj_physical_(self) -> "Tensor":
+        """Conjugate in place: nothing to change in a real tensor."""
+        self._check_inplace()
+        return self
+
 
 _TYPE_NAMES = {
     _dtype.float16: "HalfTensor", _dtype.float32: "FloatTensor", _dtype.float64: "DoubleTensor",
@@ -987,6 +1074,14 @@ def _check_assigned_grad(t: Tensor, grad) -> None:
     if grad._data.dtype != t._data.dtype:
         raise RuntimeError(f"attempting to assign a gradient with dtype '{grad.dtype}' to a tensor with dtype "
                            f"'{t.dtype}'. The gradient must match the tensor's dtype")
+
+
+def _transpose_last(t: Tensor, name: str) -> Tensor:
+    """``mH`` and ``adjoint()``: the last two dimensions swapped (conjugation is nothing for real dtypes)."""
+    if t._data.ndim < 2:
+        raise RuntimeError(f"{name} is only supported on matrices or batches of matrices. Got {t._data.ndim}-D "
+                           "tensor.")
+    return _ops.transpose(t, -2, -1)
 
 
 def _normalize_dim(dim: int, ndim: int, argument: str = "dim") -> int:

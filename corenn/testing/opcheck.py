@@ -309,8 +309,8 @@ def _host(value) -> np.ndarray:
         if value.device.type == "cpu":
             return value._data
         return np.asarray(get_backend(value.device.type).to_host(value._data))
-    if hasattr(value, "detach"):  # a torch tensor
-        return value.detach().numpy()
+    if hasattr(value, "detach"):  # a torch tensor (force: some of its zero gradients are ZeroTensors)
+        return value.detach().numpy(force=True)
     return np.asarray(value)
 
 
