@@ -14,6 +14,8 @@ from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, lo
 from corenn.ops import upsample  # noqa: F401 - the "upsample" kernel behind nn.functional.interpolate
 from corenn.ops import recurrent  # noqa: F401 - lstm_cell / gru_cell: one step of nn.LSTM / nn.GRU
 from corenn.ops.recurrent import gru_cell, lstm_cell  # noqa: F401
+from corenn.ops import nn_functions  # torch.layer_norm, torch.dropout, ...: ATen's spellings of nn.functional
+from corenn.ops.nn_functions import *  # noqa: F401,F403
 from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403
@@ -34,7 +36,7 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__
+                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__
                      + ["return_types"]))
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import string
 
-from corenn._argcheck import check_number, named, not_tensors, type_name
+from corenn._argcheck import check_int, check_number, named, not_tensors, type_name
 from corenn.ops._kernel import Op, kernel, run, sum_to_shape
 from corenn.tensor.tensor import Tensor
 from corenn import _autocast
@@ -272,6 +272,787 @@ def einsum(equation, *operands):
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(term)}) does not match the "
                                f"number of dimensions ({operand.ndim}) for operand {list(operands).index(operand)}")
     return run("einsum", *operands, terms=tuple(terms), output=output)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decompositions, inverses and determinants (numpy.linalg under xp.linalg; LU and the matrix exponential,
+# which numpy lacks, are written here)
+# ---------------------------------------------------------------------------------------------------------
+
+class LinAlgError(RuntimeError):
+    """A matrix the decomposition cannot handle (singular, not positive-definite), as ``torch.linalg.LinAlgError``."""
+
+
+def _mT(xp, a):
+    return xp.swapaxes(a, -1, -2)
+
+
+def _square(input, op, argument="A"):
+    """PyTorch's checks for ops on batches of square floating matrices."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(**{argument: input})
+    if input.ndim < 2:
+        raise RuntimeError(f"{op}: The input tensor {argument} must have at least 2 dimensions.")
+    if input.shape[-1] != input.shape[-2]:
+        raise RuntimeError(f"{op}: {argument} must be batches of square matrices, but they are "
+                           f"{input.shape[-2]} by {input.shape[-1]} matrices")
+    _floating(input, op)
+    return input
+
+
+def _floating(input, op):
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
+                           f"{_TYPE_NAMES.get(input.dtype.name, input.dtype.name)}")
+
+
+_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _singular_error(xp, a, op):
+    """The LinAlgError naming the first zero pivot, as LAPACK reports it (1-based)."""
+    _, pivots_info = _lu_factor(xp, a.astype("float64"))
+    order = int(pivots_info.max()) if pivots_info.size else 1
+    return LinAlgError(f"{op}: The diagonal element {order} is zero, the inversion could not be completed because the "
+                       "input matrix is singular.")
+
+
+def _cofactor(xp, a):
+    """det(A) * inv(A)^T, the derivative of det, through the SVD so that singular matrices work too."""
+    u, s, vh = xp.linalg.svd(a)
+    n = s.shape[-1]
+    ones = xp.ones(s.shape[:-1] + (1,), dtype=s.dtype)
+    prefix = xp.cumprod(xp.concatenate([ones, s[..., :n - 1]], axis=-1), axis=-1)
+    suffix = xp.flip(xp.cumprod(xp.concatenate([ones, xp.flip(s, -1)[..., :n - 1]], axis=-1), axis=-1), -1)
+    signs = xp.linalg.det(u) * xp.linalg.det(vh)
+    return xp.matmul(u * (prefix * suffix)[..., None, :], vh) * signs[..., None, None]
+
+
+@kernel("det", "LinalgDetBackward0")  # the true derivative at singular matrices too (PyTorch's is 0 there)
+class Det(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return ctx.xp.linalg.det(a).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved
+        return grad[..., None, None] * _cofactor(ctx.xp, a).astype(a.dtype, copy=False)
+
+
+def det(input):
+    """Determinant of a square matrix or a batch of them (``torch.det``)."""
+    return run("det", _square(input, "linalg.det"))
+
+
+@kernel("slogdet", "LinalgSlogdetBackward0")
+class Slogdet(Op):
+    num_outputs = 2
+    differentiable_outputs = (False, True)
+
+    @staticmethod
+    def forward(ctx, a):
+        sign, logabsdet = ctx.xp.linalg.slogdet(a)
+        ctx.save_for_backward(a)
+        return sign.astype(a.dtype, copy=False), logabsdet.astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grads):
+        (a,) = ctx.saved
+        grad = grads[1]
+        # d log|det A| = inv(A)^T; PyTorch's backward needs A invertible too (a singular A gives inf/nan).
+        return grad[..., None, None] * _mT(ctx.xp, ctx.xp.linalg.inv(a))
+
+
+def slogdet(input):
+    """``(sign, logabsdet)`` of the determinant (``torch.slogdet``); the sign carries no gradient."""
+    from corenn.ops.reduce import return_types
+    sign, logabsdet = run("slogdet", _square(input, "linalg.slogdet"))
+    return return_types.slogdet(sign, logabsdet)
+
+
+def logdet(input):
+    """``log(det(input))``: nan for a negative determinant, -inf for zero (``torch.logdet``)."""
+    from corenn.ops.elementwise import log
+    sign, logabsdet = slogdet(_square(input, "logdet"))
+    return logabsdet + log(sign)
+
+
+@kernel("inverse", "LinalgInvExBackward0")
+class Inverse(Op):
+    @staticmethod
+    def forward(ctx, a):
+        xp = ctx.xp
+        try:
+            out = xp.linalg.inv(a)
+        except xp.linalg.LinAlgError:
+            raise _singular_error(xp, a, "linalg.inv") from None
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (inverse_,) = ctx.saved
+        xp = ctx.xp
+        transposed = _mT(xp, inverse_)
+        return -xp.matmul(xp.matmul(transposed, grad), transposed)
+
+
+def inverse(input):
+    """The inverse of a square matrix or a batch of them; LinAlgError (a RuntimeError) if singular."""
+    return run("inverse", _square(input, "linalg.inv"))
+
+
+@kernel("pinverse", "LinalgPinvBackward0")
+class Pinverse(Op):
+    @staticmethod
+    def forward(ctx, a, rcond):
+        out = ctx.xp.linalg.pinv(a, rcond=rcond).astype(a.dtype, copy=False)
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, p = ctx.saved
+        xp = ctx.xp
+        # d(A+) = -A+ dA A+ + A+ A+^T dA^T (I - A A+) + (I - A+ A) dA^T A+^T A+ (Golub & Pereyra), transposed.
+        pt, gt = _mT(xp, p), _mT(xp, grad)
+        residual_rows = xp.eye(a.shape[-2], dtype=a.dtype) - xp.matmul(a, p)
+        residual_cols = xp.eye(a.shape[-1], dtype=a.dtype) - xp.matmul(p, a)
+        return (-xp.matmul(xp.matmul(pt, grad), pt)
+                + xp.matmul(xp.matmul(residual_rows, gt), xp.matmul(p, pt))
+                + xp.matmul(xp.matmul(xp.matmul(pt, p), gt), residual_cols))
+
+
+def pinverse(input, rcond=1e-15):
+    """The Moore-Penrose pseudo-inverse, singular values below ``rcond * largest`` dropped (``torch.pinverse``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim < 2:
+        raise RuntimeError(f"linalg.pinv(A): The input tensor A must have at least 2 dimensions.")
+    _floating(input, "linalg.pinv")
+    return run("pinverse", input, rcond=check_number(rcond, "rcond"))
+
+
+@kernel("svd", "LinalgSvdBackward0")
+class Svd(Op):
+    num_outputs = 3
+
+    @staticmethod
+    def forward(ctx, a, full_matrices=False):
+        xp = ctx.xp
+        u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
+        ctx.save_for_backward(u, s, vh)
+        return u, s, _mT(xp, vh)
+
+    @staticmethod
+    def backward(ctx, grads):
+        # PyTorch's svd_backward (real case); full matrices keep only the first k columns, as PyTorch does.
+        u, s, vh = ctx.saved
+        xp = ctx.xp
+        grad_u, grad_s, grad_v = grads
+        k = s.shape[-1]
+        u, vh = u[..., :k], vh[..., :k, :]
+        grad_u = None if grad_u is None else grad_u[..., :k]
+        grad_vh = None if grad_v is None else _mT(xp, grad_v[..., :k])
+        m, n = u.shape[-2], vh.shape[-1]
+        if grad_u is None and grad_vh is None:
+            grad_s = xp.zeros_like(s) if grad_s is None else grad_s
+            return xp.matmul(u * grad_s[..., None, :], vh)
+        squared = s * s
+        gaps = squared[..., None, :] - squared[..., :, None]
+        diagonal = xp.arange(k)
+        gaps[..., diagonal, diagonal] = 1
+        grad_a = xp.zeros(s.shape + (k,), dtype=s.dtype)
+        if grad_u is not None:
+            uhgu = xp.matmul(_mT(xp, u), grad_u)
+            grad_a = grad_a + (uhgu - _mT(xp, uhgu)) * s[..., None, :]
+        if grad_vh is not None:
+            vhgv = xp.matmul(vh, _mT(xp, grad_vh))
+            grad_a = grad_a + s[..., :, None] * (vhgv - _mT(xp, vhgv))
+        grad_a = grad_a / gaps
+        if grad_s is not None:
+            grad_a[..., diagonal, diagonal] += grad_s
+        if m > k and grad_u is not None:
+            grad_a = xp.matmul(u, grad_a)
+            grad_u_s = grad_u / s[..., None, :]
+            grad_a = grad_a + grad_u_s - xp.matmul(u, xp.matmul(_mT(xp, u), grad_u_s))
+            grad_a = xp.matmul(grad_a, vh)
+            if n > k and grad_vh is not None:
+                raise AssertionError("unreachable: k = min(m, n)")
+        elif n > k and grad_vh is not None:
+            grad_a = xp.matmul(grad_a, vh)
+            s_grad_vh = grad_vh / s[..., :, None]
+            grad_a = grad_a + s_grad_vh - xp.matmul(xp.matmul(s_grad_vh, _mT(xp, vh)), vh)
+            grad_a = xp.matmul(u, grad_a)
+        else:
+            grad_a = xp.matmul(u, xp.matmul(grad_a, vh))
+        return grad_a
+
+
+def svd(input, some=True, compute_uv=True):
+    """``(U, S, V)`` with ``input = U diag(S) V^T`` (``torch.svd``; note V, not V^T).
+
+    ``some=False`` gives square U and V; ``compute_uv=False`` gives zero-filled U and V and only S
+    carries gradients, as in PyTorch.
+    """
+    from corenn.ops.reduce import return_types
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim < 2:
+        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions.")
+    _floating(input, "linalg.svd")
+    if not compute_uv:
+        from corenn.tensor.creation import zeros
+        from corenn.autograd.grad_mode import no_grad
+        _, s, _ = run("svd", input, full_matrices=False)
+        m, n = input.shape[-2], input.shape[-1]
+        shape = input.shape[:-2]
+        u = zeros(shape + (m, m), dtype=input.dtype, device=input.device)  # square whatever ``some`` says
+        v = zeros(shape + (n, n), dtype=input.dtype, device=input.device)
+        return return_types.svd(u, s, v)
+    u, s, v = run("svd", input, full_matrices=not some)
+    return return_types.svd(u, s, v)
+
+
+def _cholesky_error(xp, a, op):
+    """PyTorch's error naming the first leading minor that is not positive-definite."""
+    for order in range(1, a.shape[-1] + 1):
+        try:
+            xp.linalg.cholesky(a[..., :order, :order])
+        except xp.linalg.LinAlgError:
+            break
+    return LinAlgError(f"{op}: The factorization could not be completed because the input is not positive-definite "
+                       f"(the leading minor of order {order} is not positive-definite).")
+
+
+@kernel("cholesky", "CholeskyBackward0")
+class Cholesky(Op):
+    @staticmethod
+    def forward(ctx, a, upper=False):
+        xp = ctx.xp
+        try:
+            lower = xp.linalg.cholesky(a)
+        except xp.linalg.LinAlgError:
+            raise _cholesky_error(xp, a, "cholesky") from None
+        ctx.save_for_backward(lower)
+        ctx.upper = upper
+        return _mT(xp, lower).copy() if upper else lower
+
+    @staticmethod
+    def backward(ctx, grad):
+        # PyTorch's cholesky_backward (Murray 2016): L^-T Phi(L^T gL) L^-1, symmetrised.
+        (lower,) = ctx.saved
+        xp = ctx.xp
+        if ctx.upper:
+            grad = _mT(xp, grad)
+        grad_a = xp.tril(xp.matmul(_mT(xp, lower), grad))
+        grad_a = 0.5 * (grad_a + _mT(xp, xp.tril(grad_a, -1)))
+        inverse_ = xp.linalg.inv(lower)
+        return xp.matmul(xp.matmul(_mT(xp, inverse_), grad_a), inverse_)
+
+
+def cholesky(input, upper=False):
+    """The Cholesky factor ``L`` (``L L^T = input``) of a symmetric positive-definite matrix, or ``U = L^T``."""
+    return run("cholesky", _square(input, "cholesky", "input"), upper=bool(upper))
+
+
+@kernel("triangular_solve", "TriangularSolveBackward0")
+class TriangularSolve(Op):
+    num_outputs = 2
+
+    @staticmethod
+    def forward(ctx, b, a, upper=True, transpose=False, unitriangular=False):
+        xp = ctx.xp
+        triangle = _triangle(xp, a, upper, unitriangular)
+        matrix = _mT(xp, triangle) if transpose else triangle
+        batch = xp.broadcast_shapes(b.shape[:-2], a.shape[:-2])
+        solution = xp.linalg.solve(xp.broadcast_to(matrix, batch + matrix.shape[-2:]),
+                                   xp.broadcast_to(b, batch + b.shape[-2:]))
+        ctx.save_for_backward(matrix, solution)
+        ctx.upper, ctx.transpose, ctx.unitriangular = upper, transpose, unitriangular
+        ctx.shapes = (b.shape, a.shape)
+        return solution, xp.broadcast_to(a, batch + a.shape[-2:]).copy()
+
+    @staticmethod
+    def backward(ctx, grads):
+        matrix, solution = ctx.saved
+        xp = ctx.xp
+        grad_solution, grad_clone = grads
+        b_shape, a_shape = ctx.shapes
+        grad_b = grad_a = None
+        if grad_solution is not None:
+            grad_b = xp.linalg.solve(_mT(xp, xp.broadcast_to(matrix, solution.shape[:-2] + matrix.shape[-2:])),
+                                     grad_solution)
+            grad_a = -(xp.matmul(solution, _mT(xp, grad_b)) if ctx.transpose else
+                       xp.matmul(grad_b, _mT(xp, solution)))
+            grad_a = xp.triu(grad_a, 1 if ctx.unitriangular else 0) if ctx.upper else \
+                xp.tril(grad_a, -1 if ctx.unitriangular else 0)
+            grad_b = sum_to_shape(grad_b, b_shape)
+        if grad_clone is not None:
+            grad_a = grad_clone if grad_a is None else grad_a + grad_clone
+        return grad_b, None if grad_a is None else sum_to_shape(grad_a, a_shape)
+
+
+def _triangle(xp, a, upper, unitriangular):
+    triangle = xp.triu(a) if upper else xp.tril(a)
+    if unitriangular:
+        n = a.shape[-1]
+        triangle = triangle.copy()
+        triangle[..., xp.arange(n), xp.arange(n)] = 1
+    return triangle
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """``(X, A.clone())`` solving ``A X = b`` with ``A`` triangular (``torch.triangular_solve``).
+
+    Only ``A``'s ``upper`` (or lower) triangle is read; ``transpose`` solves ``A^T X = b``;
+    ``unitriangular`` takes its diagonal as ones. Batch dimensions broadcast.
+    """
+    from corenn.ops.reduce import return_types
+    if not (isinstance(b, Tensor) and isinstance(A, Tensor)):
+        raise not_tensors(b=b, A=A)
+    if b.ndim < 2 or A.ndim < 2:
+        raise RuntimeError(f"triangular_solve: The input tensor {'b' if b.ndim < 2 else 'A'} must have at least 2 "
+                           "dimensions.")
+    _square(A, "triangular_solve")
+    if b.dtype is not A.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but got b.dtype = {b.dtype} and A.dtype = "
+                           f"{A.dtype} instead.")
+    if b.shape[-2] != A.shape[-1]:
+        raise RuntimeError(f"Incompatible matrix sizes for triangular_solve: each A matrix is {A.shape[-2]} by "
+                           f"{A.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+    solution, clone = run("triangular_solve", b, A, upper=bool(upper), transpose=bool(transpose),
+                          unitriangular=bool(unitriangular))
+    return return_types.triangular_solve(solution, clone)
+
+
+def cholesky_solve(B, L, upper=False):
+    """Solve ``A X = B`` given the Cholesky factor of ``A`` (``L``, or ``U`` with ``upper=True``).
+
+    As in PyTorch, the factor's gradient is that of ``A = L L^T`` built from the whole matrix given.
+    """
+    if not (isinstance(B, Tensor) and isinstance(L, Tensor)):
+        raise not_tensors(input=B, input2=L)
+    _square(L, "cholesky_solve", "input2")
+    if B.ndim < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead")
+    if B.dtype is not L.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but got b.dtype = {B.dtype} and A.dtype = "
+                           f"{L.dtype} instead.")
+    return matmul(cholesky_inverse(L, upper), B)
+
+
+def cholesky_inverse(L, upper=False):
+    """The inverse of ``A`` from its Cholesky factor: ``(L L^T)^-1``, or ``(U^T U)^-1`` (``torch.cholesky_inverse``)."""
+    _square(L, "cholesky_inverse", "input")
+    from corenn.ops.movement import transpose as transpose_
+    product = matmul(transpose_(L, -2, -1), L) if upper else matmul(L, transpose_(L, -2, -1))
+    return inverse(product)
+
+
+def _lu_factor(xp, a):
+    """Partial-pivoting LU of a batch of (m, n) matrices, LAPACK's getrf: packed LU, 1-based int32 pivots, info.
+
+    ``info`` is 0, or the 1-based index of the first zero pivot (the factorization still completes).
+    """
+    lu = a.copy()
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    flat = lu.reshape((-1, m, n))
+    pivots = xp.zeros((flat.shape[0], k), dtype=xp.int32)
+    info = xp.zeros(flat.shape[0], dtype=xp.int32)
+    rows = xp.arange(flat.shape[0])
+    for j in range(k):
+        pivot = j + xp.argmax(xp.abs(flat[:, j:, j]), axis=1)
+        pivots[:, j] = pivot + 1
+        swapped = flat[rows, pivot].copy()
+        flat[rows, pivot] = flat[:, j]
+        flat[:, j] = swapped
+        head = flat[:, j, j]
+        zero = head == 0
+        info = xp.where(zero & (info == 0), j + 1, info).astype(xp.int32)
+        safe = xp.where(zero, 1, head)
+        flat[:, j + 1:, j] = xp.where(zero[:, None], flat[:, j + 1:, j], flat[:, j + 1:, j] / safe[:, None])
+        flat[:, j + 1:, j + 1:] -= flat[:, j + 1:, j:j + 1] * flat[:, j:j + 1, j + 1:]
+    return (flat.reshape(a.shape), pivots.reshape(batch + (k,))), info.reshape(batch)
+
+
+def _permutation(xp, pivots, m, dtype):
+    """The P of ``A = P L U`` from LAPACK's 1-based row swaps."""
+    batch = pivots.shape[:-1]
+    flat = pivots.reshape((-1, pivots.shape[-1])).astype(xp.int64) - 1
+    order = xp.tile(xp.arange(m), (flat.shape[0], 1))
+    rows = xp.arange(flat.shape[0])
+    for j in range(flat.shape[-1]):
+        target = flat[:, j]
+        current = order[:, j].copy()
+        order[:, j] = order[rows, target]
+        order[rows, target] = current
+    eye = xp.eye(m, dtype=dtype)
+    return _mT(xp, eye[order]).reshape(batch + (m, m))
+
+
+@kernel("lu", "LinalgLuFactorExBackward0")
+class Lu(Op):
+    num_outputs = 3
+    differentiable_outputs = (True, False, False)
+
+    @staticmethod
+    def forward(ctx, a):
+        xp = ctx.xp
+        (lu, pivots), info = _lu_factor(xp, a)
+        ctx.save_for_backward(lu, pivots)
+        return lu, pivots, info
+
+    @staticmethod
+    def backward(ctx, grads):
+        lu, pivots = ctx.saved
+        xp = ctx.xp
+        grad = grads[0]
+        m, n = lu.shape[-2], lu.shape[-1]
+        if m != n:
+            raise NotImplementedError("lu: the backward of a non-square factorization is not implemented in corenn")
+        # PyTorch's linalg_lu_backward, square case: A_grad = P L^-T [tril(L^T gL, -1) + triu(gU U^T)] U^-T
+        lower = xp.tril(lu, -1) + xp.eye(n, dtype=lu.dtype)
+        upper = xp.triu(lu)
+        inner_ = xp.tril(xp.matmul(_mT(xp, lower), xp.tril(grad, -1)), -1) + \
+            xp.triu(xp.matmul(xp.triu(grad), _mT(xp, upper)))
+        grad_a = xp.matmul(xp.linalg.inv(_mT(xp, lower)), inner_)
+        grad_a = xp.matmul(grad_a, xp.linalg.inv(_mT(xp, upper)))
+        return xp.matmul(_permutation(xp, pivots, n, lu.dtype), grad_a)
+
+
+def lu(A, pivot=True, get_infos=False, out=None):
+    """``(LU, pivots)`` (and ``infos`` with ``get_infos``): ``A = P L U`` packed as LAPACK does (``torch.lu``).
+
+    ``pivots`` are 1-based int32 row swaps. Without ``get_infos`` a singular matrix raises, as in PyTorch.
+    """
+    if not isinstance(A, Tensor):
+        raise not_tensors(A=A)
+    if A.ndim < 2:
+        raise RuntimeError("linalg.lu_factor: The input tensor A must have at least 2 dimensions.")
+    _floating(A, "linalg.lu_factor")
+    if not pivot:
+        raise NotImplementedError("lu(): pivot=False (LU without pivoting) is not implemented in corenn; "
+                                  "PyTorch supports it on CUDA only")
+    if out is not None:
+        raise NotImplementedError("lu(): out= is not supported in corenn")
+    factors, pivots, infos = run("lu", A)
+    if get_infos:
+        return factors, pivots, infos
+    if infos.numel() and int(infos._data.max()) > 0:
+        order = int(infos._data.max())
+        raise LinAlgError(f"torch.linalg.lu_factor: U[{order},{order}] is zero and using it on lu_solve would result "
+                          "in a division by zero. If you still want to perform the factorization, consider calling "
+                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    return factors, pivots
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """``(P, L, U)`` from ``lu``'s packed result (``torch.lu_unpack``); empty tensors for what is not unpacked."""
+    from corenn.ops.movement import narrow, tril, triu
+    from corenn.ops.reduce import return_types
+    from corenn.tensor.creation import empty, eye
+    if not (isinstance(LU_data, Tensor) and isinstance(LU_pivots, Tensor)):
+        raise not_tensors(LU_data=LU_data, LU_pivots=LU_pivots)
+    if LU_data.ndim < 2:
+        raise RuntimeError("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(LU_data.shape)} instead")
+    if LU_pivots.dtype.name != "int32":
+        raise RuntimeError("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype. "
+                           f"Note: this function is intended to be used with the output produced by torch.linalg."
+                           f"lu_factor")
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    none = empty(0, dtype=LU_data.dtype, device=LU_data.device)
+    lower = upper = permutation = none
+    if unpack_data:
+        lower = tril(narrow(LU_data, -1, 0, k), -1) + eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
+        upper = triu(narrow(LU_data, -2, 0, k))
+    if unpack_pivots:
+        xp = LU_data._device._xp
+        permutation = Tensor._wrap(_permutation(xp, LU_pivots._data, m, LU_data.dtype.numpy), LU_data._device)
+    return return_types.lu_unpack(permutation, lower, upper)
+
+
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800., 129060195264000.,
+           10559470521600., 670442572800., 33522128640., 1323241920., 40840800., 960960., 16380., 182., 1.)
+
+
+def _expm(xp, a):
+    """exp of a batch of matrices: Pade 13 with scaling and squaring (Higham 2005), in float64."""
+    dtype = a.dtype
+    a = a.astype("float64")
+    norm = xp.abs(a).sum(axis=-2).max(axis=-1) if a.size else xp.zeros(a.shape[:-2])
+    squarings = xp.maximum(0, xp.ceil(xp.log2(xp.maximum(norm, 1e-300) / 5.371920351148152))).astype(int)
+    scaled = a / (2.0 ** squarings)[..., None, None]
+    eye = xp.eye(a.shape[-1])
+    b = _PADE13
+    a2 = xp.matmul(scaled, scaled)
+    a4 = xp.matmul(a2, a2)
+    a6 = xp.matmul(a4, a2)
+    u = xp.matmul(scaled, xp.matmul(a6, b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2
+                  + b[1] * eye)
+    v = xp.matmul(a6, b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
+    result = xp.linalg.solve(v - u, v + u)
+    for step in range(int(squarings.max()) if squarings.size else 0):
+        square = step < squarings
+        result = xp.where(square[..., None, None], xp.matmul(result, result), result)
+    return result.astype(dtype)
+
+
+@kernel("matrix_exp", "LinalgMatrixExpBackward0")
+class MatrixExp(Op):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return _expm(ctx.xp, a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # The Frechet derivative's adjoint: the top-right block of exp([[A^T, G], [0, A^T]]), as PyTorch.
+        (a,) = ctx.saved
+        xp = ctx.xp
+        n = a.shape[-1]
+        at = _mT(xp, a)
+        block = xp.zeros(a.shape[:-2] + (2 * n, 2 * n), dtype=a.dtype)
+        block[..., :n, :n] = at
+        block[..., n:, n:] = at
+        block[..., :n, n:] = grad
+        return _expm(xp, block)[..., :n, n:]
+
+
+def matrix_exp(A):
+    """The matrix exponential ``sum_k A^k / k!`` of a square matrix or a batch of them (``torch.matrix_exp``)."""
+    return run("matrix_exp", _square(A, "linalg.matrix_exp"))
+
+
+def matrix_power(input, n):
+    """``input`` to the integer power ``n``; ``n < 0`` inverts first, ``n = 0`` is the identity."""
+    from corenn.ops.movement import expand
+    from corenn.tensor.creation import eye
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    n = check_int(n, "n")
+    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
+                           f"{input.shape[-2] if input.ndim > 1 else 1} by {input.shape[-1] if input.ndim else 1} "
+                           "matrices" if input.ndim >= 2 else
+                           "linalg.matrix_power: The input tensor A must have at least 2 dimensions.")
+    if n == 0:  # the identity, still attached to the graph (a zero gradient), as in PyTorch
+        from corenn.ops.elementwise import where
+        identity = expand(eye(input.shape[-1], dtype=input.dtype, device=input.device), input.shape)
+        return where(identity == identity, identity, input)
+    if n < 0:
+        input, n = inverse(input), -n
+    result, power = None, input
+    while True:  # binary powering: about log2(n) products
+        if n & 1:
+            result = power if result is None else matmul(result, power)
+        n >>= 1
+        if not n:
+            break
+        power = matmul(power, power)
+    return result.clone() if result is input else result
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Products built on matmul
+# ---------------------------------------------------------------------------------------------------------
+
+def kron(input, other):
+    """The Kronecker product: blocks ``input[i, j] * other`` (``torch.kron``)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
+    ndim = max(input.ndim, other.ndim)
+    a_shape = (1,) * (ndim - input.ndim) + tuple(input.shape)
+    b_shape = (1,) * (ndim - other.ndim) + tuple(other.shape)
+    a = input.reshape([s for size in a_shape for s in (size, 1)])
+    b = other.reshape([s for size in b_shape for s in (1, size)])
+    return (a * b).reshape([x * y for x, y in zip(a_shape, b_shape)])
+
+
+def cross(input, other, dim=None):
+    """The cross product of 3-vectors along ``dim`` (``torch.cross``); inputs broadcast.
+
+    Without ``dim``, the first dimension of size 3 (PyTorch's deprecated default).
+    """
+    from corenn.ops.movement import broadcast_tensors, select, stack
+    from corenn.tensor.tensor import _normalize_dim
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
+    if input.ndim != other.ndim:
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions.")
+    input, other = broadcast_tensors(input, other)
+    if dim is None:
+        import warnings
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                      "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
+                      "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        sizes = [i for i, s in enumerate(input.shape) if s == 3]
+        if not sizes:
+            raise RuntimeError(f"no dimension of size 3 in input")
+        axis = sizes[0]
+    else:
+        axis = _normalize_dim(dim, input.ndim)
+    if input.shape[axis] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {axis} must have length 3. Got {input.shape[axis]} and "
+                           f"{other.shape[axis]}")
+    a = [select(input, axis, i) for i in range(3)]
+    b = [select(other, axis, i) for i in range(3)]
+    return stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], axis)
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Contract ``dims`` dimensions: the last ``dims`` of ``a`` with the first of ``b``, or the listed pairs."""
+    from corenn.ops.movement import permute
+    from corenn.tensor.tensor import _normalize_dim
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        raise not_tensors(a=a, b=b)
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > min(a.ndim, b.ndim):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    elif isinstance(dims, (list, tuple)) and len(dims) == 2:
+        dims_a, dims_b = dims
+        dims_a = [dims_a] if isinstance(dims_a, int) else list(dims_a)
+        dims_b = [dims_b] if isinstance(dims_b, int) else list(dims_b)
+    else:
+        raise RuntimeError(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}")
+    if len(dims_a) != len(dims_b):
+        raise RuntimeError("both dimension lists should have same length")
+    dims_a = [_normalize_dim(d, a.ndim) for d in dims_a]
+    dims_b = [_normalize_dim(d, b.ndim) for d in dims_b]
+    for da, db in zip(dims_a, dims_b):
+        if a.shape[da] != b.shape[db]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
+                               f"and second has size {b.shape[db]} in dim {db}")
+    free_a = [d for d in range(a.ndim) if d not in dims_a]
+    free_b = [d for d in range(b.ndim) if d not in dims_b]
+    size = 1
+    for d in dims_a:
+        size *= a.shape[d]
+    left = permute(a, free_a + dims_a).reshape(-1, size)
+    right = permute(b, dims_b + free_b).reshape(size, -1)
+    return matmul(left, right).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
+
+
+def vdot(input, other):
+    """The dot product of two 1-D tensors (``torch.vdot``; the first would be conjugated if complex)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
+    return dot(input, other)
+
+
+def dist(input, other, p=2):
+    """``norm(input - other, p)`` over all elements (``torch.dist``); the inputs broadcast."""
+    from corenn.ops.reduce import norm
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise not_tensors(input=input, other=other)
+    return norm(input - other, p)
+
+
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """p-norm distances between the rows of ``x1`` (B, P, M) and of ``x2`` (B, R, M): shape (B, P, R).
+
+    corenn computes every mode directly from the differences (the matrix-product shortcut of the
+    ``use_mm`` modes only changes rounding).
+    """
+    from corenn.ops.reduce import norm
+    if not (isinstance(x1, Tensor) and isinstance(x2, Tensor)):
+        raise not_tensors(x1=x1, x2=x2)
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X{1 if x1.ndim < 2 else 2} got: {x1.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if not (x1.dtype.is_floating_point and x2.dtype.is_floating_point):
+        raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {x1.dtype}")
+    p = check_number(p, "p")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    differences = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return norm(differences, p, -1)
+
+
+def pdist(input, p=2):
+    """p-norm distances between every pair of rows ``i < j`` of an (N, M) input, in row-major order."""
+    from corenn.ops.movement import index_select
+    from corenn.ops.reduce import norm
+    from corenn.tensor.tensor import tensor as tensor_
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    p = check_number(p, "p")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    xp = input._device._xp
+    first, second = xp.triu_indices(input.shape[0], 1)
+    rows_i = tensor_(first.astype("int64"), device=input.device)
+    rows_j = tensor_(second.astype("int64"), device=input.device)
+    return norm(index_select(input, 0, rows_i) - index_select(input, 0, rows_j), p, -1)
+
+
+def _check_beta_alpha(beta, alpha):
+    return check_number(beta, "beta"), check_number(alpha, "alpha")
+
+
+def _add_scaled(input, product, beta, alpha):
+    """``beta * input + alpha * product``; ``beta = 0`` ignores input (its nan and inf too), as PyTorch."""
+    from corenn.ops.movement import expand
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return expand(product, _broadcast(input.shape, product.shape)).clone() if input.shape != product.shape \
+            else product
+    return product + (input if beta == 1 else input * beta)
+
+
+def _broadcast(a, b):
+    from corenn.ops._kernel import broadcast_shapes
+    return broadcast_shapes(tuple(a), tuple(b))
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat @ vec)`` (``torch.addmv``)."""
+    if not (isinstance(input, Tensor) and isinstance(mat, Tensor) and isinstance(vec, Tensor)):
+        raise not_tensors(input=input, mat=mat, vec=vec)
+    beta, alpha = _check_beta_alpha(beta, alpha)
+    return _add_scaled(input, mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * outer(vec1, vec2)`` (``torch.addr``)."""
+    if not (isinstance(input, Tensor) and isinstance(vec1, Tensor) and isinstance(vec2, Tensor)):
+        raise not_tensors(input=input, vec1=vec1, vec2=vec2)
+    if vec1.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D" if vec1.ndim != 1 else
+                           f"addr: Expected 1-D argument vec2, but got {vec2.ndim}-D")
+    beta, alpha = _check_beta_alpha(beta, alpha)
+    return _add_scaled(input, outer(vec1, vec2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (``torch.addbmm``)."""
+    from corenn.ops.reduce import sum as sum_
+    if not (isinstance(input, Tensor) and isinstance(batch1, Tensor) and isinstance(batch2, Tensor)):
+        raise not_tensors(input=input, batch1=batch1, batch2=batch2)
+    beta, alpha = _check_beta_alpha(beta, alpha)
+    return _add_scaled(input, sum_(bmm(batch1, batch2), 0), beta, alpha)
 
 
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).

@@ -26,6 +26,12 @@ class return_types:
     aminmax = namedtuple("aminmax", ["min", "max"])
     cummax = namedtuple("cummax", ["values", "indices"])
     cummin = namedtuple("cummin", ["values", "indices"])
+    nanmedian = namedtuple("nanmedian", ["values", "indices"])
+    slogdet = namedtuple("slogdet", ["sign", "logabsdet"])
+    svd = namedtuple("svd", ["U", "S", "V"])
+    triangular_solve = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+    lu_unpack = namedtuple("lu_unpack", ["P", "L", "U"])
+    histogram = namedtuple("histogram", ["hist", "bin_edges"])
 
 
 def _axes(dim, ndim):

@@ -1088,6 +1088,34 @@ _MORE_POINTWISE = [
     _compare_op("lcm", np.lcm, [Index((2, 3), 30), Index((3,), 30)]),
 ]
 
+def _well_conditioned(lib, x):
+    return x + 3 * lib.eye(x.shape[-1], dtype=x.dtype)
+
+
+def _positive_definite(lib, x):
+    return x @ x.transpose(-2, -1) + 3 * lib.eye(x.shape[-1], dtype=x.dtype)
+
+
+def _svd_invariant(lib, x):
+    """Singular vectors are defined up to sign: a function of them that is not."""
+    u, s, v = lib.svd(x)
+    return (u * s.unsqueeze(-2)) @ v.transpose(-2, -1), (u @ u.transpose(-2, -1)).sin(), s
+
+
+_LINALG_BREADTH = [
+    OpCase("det", lambda lib, x: lib.det(x), [Float((2, 3, 3))], **_L),
+    OpCase("slogdet", lambda lib, x: lib.slogdet(x)[1], [Float((3, 3))], **_L),
+    OpCase("inverse", lambda lib, x: lib.inverse(_well_conditioned(lib, x)), [Float((2, 3, 3))], **_L),
+    OpCase("pinverse", lambda lib, x: lib.pinverse(x), [Float((4, 3), 0.5, 2)], **_L),
+    OpCase("svd", _svd_invariant, [Float((4, 3))], rtol=1e-3, atol=1e-4),
+    OpCase("cholesky", lambda lib, x: lib.cholesky(_positive_definite(lib, x)), [Float((3, 3))], **_L),
+    OpCase("triangular_solve", lambda lib, b, a: tuple(lib.triangular_solve(b, _well_conditioned(lib, a))),
+           [Float((3, 2)), Float((3, 3))], **_L),
+    OpCase("lu", lambda lib, x: lib.lu(_well_conditioned(lib, x))[0], [Float((3, 3))], **_L),
+    OpCase("matrix_exp", lambda lib, x: lib.matrix_exp(x), [Float((2, 3, 3))], **_L),
+]
+
 #: Every case, in table order.
 CASES: list[OpCase] = (_ELEMENTWISE + _MORE_POINTWISE + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
-                       + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER + _RECURRENT)
+                       + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER + _RECURRENT
+                       + _LINALG_BREADTH)
