@@ -41,6 +41,11 @@ __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + l
 
 
 @hookimpl
+def corenn_register_names():
+    return dict(nn_functions.TOP_LEVEL_ONLY)
+
+
+@hookimpl
 def corenn_register_kernels():
     return [KernelRegistration(op=name, device_type="*", kernel=cls, priority=0, source="corenn.ops")
             for name, cls in CORE_KERNELS.items()]
@@ -103,7 +108,7 @@ def _bind_methods(tensor_cls):
 INPLACE_METHODS = """
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn atan2 arctan2 hypot copysign ldexp nextafter heaviside gcd lcm absolute negative exp2 log2 log10 rsqrt tan
-fix eq ne lt le gt ge greater greater_equal less less_equal not_equal logical_and logical_or logical_xor bitwise_and
+fix eq ne lt le gt ge greater greater_equal less less_equal not_equal bitwise_and
 bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift subtract multiply divide true_divide
 floor_divide xlogy nan_to_num cumsum cumprod
 addmm baddbmm addmv addr addbmm
