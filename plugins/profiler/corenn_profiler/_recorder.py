@@ -4,6 +4,12 @@ Everything here is on the hot path of a profiled program, so a record is a plain
 (the cheapest object to build per op) and all interpretation -- self times, nesting,
 module attribution -- waits until the profile stops (:mod:`corenn_profiler.trace`).
 
+A record that has ended becomes a tuple of plain values (shapes as tuples too): the garbage
+collector stops tracking such tuples, so a long profile does not make every collection walk
+all its records, which was most of the cost of ``record_shapes`` and ``profile_memory``.
+What changes after an op has ended (its autograd sequence number, bytes freed later) is
+kept aside and merged when the profile stops.
+
 The recorder is attached only while a profile records: ``corenn.plugins.observe_ops``
 and the global module hooks are added at start and removed at stop, so a program that
 has the plugin installed but profiles nothing runs exactly the code it ran without it.
@@ -65,12 +71,15 @@ class Recorder:
         self.module_info: dict[str, dict] = {}     # path -> type, parameter bytes, calls, output bytes
         self.forward_by_sequence_nr: dict[int, int] = {}
         self.pending_node = None                   # (record index, node) of the last op, until it has returned
+        self.sequence_nr_of: dict[int, int] = {}   # record index -> autograd sequence number, merged at stop
+        self.freed_by: dict[int, int] = {}         # record index -> bytes freed so far, merged at stop
         # Memory: arrays produced by recorded ops, watched until freed.
         self.watched: dict = {}                    # id(weakref) -> (weakref, record index, bytes)
         self.live_bytes = 0
         self.peak_bytes = 0
         self.peak_at = (0, -1)                     # (time, record index) when the peak was reached
         self.memory_samples: list[tuple[int, int]] = []
+        self.freed_callback = self.freed           # one bound method for every weakref
         self.handles = []
         self.start_ns = self.stop_ns = 0
         self.active = False
@@ -94,16 +103,40 @@ class Recorder:
         if self.pending_node is not None:
             self.resolve_pending_node()
         self.stop_ns = now = perf_counter_ns()
+        records = self.records
         for index in self.open + [i for stack in self.other_threads.values() for i in stack]:
-            if self.records[index][END] == 0:
-                self.records[index][END] = now  # a range still open at stop ends there
+            if records[index][END] == 0:
+                records[index][END] = now  # a range still open at stop ends there
+            self.end_record(index)
         self.open.clear()
         self.other_threads.clear()
         self.module_stack.clear()
         # Arrays still alive are "live at the end"; forget them, so their later frees cost nothing.
         self.watched.clear()
-        for record in self.records:
+        self.merge_late_fields()
+
+    def end_record(self, index) -> None:
+        """Freeze an ended record: a tuple of plain values, which the garbage collector stops tracking."""
+        record = self.records[index]
+        if record.__class__ is list:
             record[INPUTS] = None
+            if record[SHAPES] is not None:
+                record[SHAPES] = tuple(record[SHAPES])
+            self.records[index] = tuple(record)
+
+    def merge_late_fields(self) -> None:
+        """Write the sequence numbers and freed bytes kept aside into the (frozen) records."""
+        records = self.records
+        for index, sequence_nr in self.sequence_nr_of.items():
+            record = list(records[index])
+            record[SEQ] = sequence_nr
+            records[index] = tuple(record)
+        for index, freed in self.freed_by.items():
+            record = list(records[index])
+            record[FREED] += freed
+            records[index] = tuple(record)
+        self.sequence_nr_of.clear()
+        self.freed_by.clear()
 
     # -- the op observer (corenn.plugins.observe_ops) ----------------------------------------------------------
     def stack_of_this_thread(self) -> list[int]:
@@ -124,8 +157,10 @@ class Recorder:
         self.records.append(record)
         return record
 
-    def close_record(self, kind) -> int:
-        """End the innermost open record of ``kind`` (and any left open inside it); its index, or -1."""
+    def close_record(self, kind, outputs=None) -> int:
+        """End the innermost open record of ``kind`` (and any left open inside it); its index, or -1.
+
+        ``outputs``: the arrays it produced, counted as allocations with ``profile_memory``."""
         now = perf_counter_ns()
         stack = self.open if get_ident() == self.main_thread else self.stack_of_this_thread()
         records = self.records
@@ -134,7 +169,11 @@ class Recorder:
             record = records[index]
             record[END] = now
             if record[KIND] == kind:
+                if outputs is not None and self.profile_memory:
+                    self.count_allocations(index, record, outputs, record[INPUTS] or ())
+                self.end_record(index)
                 return index
+            self.end_record(index)
         return -1
 
     def op_start(self, op_name, device, arrays):
@@ -146,7 +185,7 @@ class Recorder:
         module_stack = self.module_stack
         records = self.records
         record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
-                  [list(getattr(a, "shape", ())) for a in arrays] if self.record_shapes else None,
+                  [getattr(a, "shape", ()) for a in arrays] if self.record_shapes else None,
                   self.python_stack() if self.with_stack else None,
                   module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid,
                   arrays if self.profile_memory else None]
@@ -175,13 +214,16 @@ class Recorder:
         if self.profile_memory:
             self.count_allocations(index, record, out if out.__class__ is tuple else (out,), record[INPUTS] or ())
             record[INPUTS] = None
+        if record[SHAPES] is not None:
+            record[SHAPES] = tuple(record[SHAPES])
+        self.records[index] = tuple(record)  # end_record, inlined
 
     def resolve_pending_node(self) -> None:
         index, node = self.pending_node
         self.pending_node = None
         number = node.sequence_nr
         if number:
-            self.records[index][SEQ] = number
+            self.sequence_nr_of[index] = number
             self.forward_by_sequence_nr[number] = index
 
     def backward_start(self, node, grad_outputs):
@@ -195,71 +237,70 @@ class Recorder:
         if self.profile_memory or self.record_shapes:
             grads = grad_outputs if grad_outputs.__class__ in (tuple, list) else (grad_outputs,)
             if self.record_shapes:
-                record[SHAPES] = [list(getattr(g, "shape", ())) for g in grads]
+                record[SHAPES] = [getattr(g, "shape", ()) for g in grads]
             if self.profile_memory:
                 record[INPUTS] = grads
         record[START] = perf_counter_ns()
 
     def backward_end(self, node, grad_inputs):
-        index = self.close_record(BACKWARD)
-        if index >= 0 and self.profile_memory:
-            record = self.records[index]
-            grads = grad_inputs if grad_inputs.__class__ is tuple else (grad_inputs,)
-            self.count_allocations(index, record, grads, record[INPUTS] or ())
-            record[INPUTS] = None
+        self.close_record(BACKWARD, grad_inputs if grad_inputs.__class__ is tuple else (grad_inputs,))
 
     # -- memory --------------------------------------------------------------------------------------------
     def count_allocations(self, index, record, outputs, inputs) -> None:
         """Count the memory of ``outputs`` that is new: not an input, not a view of an input, each array once."""
-        allocated = 0
-        several = len(outputs) > 1
-        seen = []
+        if len(outputs) == 1:  # the usual case, kept short: this runs for every op
+            array = outputs[0]
+            base = getattr(array, "base", _NOT_AN_ARRAY)
+            if base is None:  # owns its memory: new unless it is an input (an in-place op)
+                for x in inputs:
+                    if x is array:
+                        return
+                self.watch(array, array, index, record)
+                return
+        allocated_roots = []
         for array in outputs:
             base = getattr(array, "base", _NOT_AN_ARRAY)
             if base is _NOT_AN_ARRAY or array is None:
                 continue
-            # (Plain loops, not any(): this runs for every output of every op.)
-            if base is None:  # owns its memory (the usual case): new unless it is an input (an in-place op)
+            if base is None:
                 root = array
                 for x in inputs:
                     if x is array:
                         root = None
                         break
-            else:             # a view: new only if what it views is not an input's memory
+            else:  # a view: new only if what it views is not an input's memory
                 root = array_root(array)
                 for x in inputs:
                     if hasattr(x, "nbytes") and array_root(x) is root:
                         root = None
                         break
-            if root is None:
-                continue
-            if several:  # one output twice (or two views of one new array) is one allocation
-                if id(root) in seen:
-                    continue
-                seen.append(id(root))
-            try:
-                # Watch the output (it keeps its root alive); numpy scalars can't be watched and are skipped.
-                ref = weakref.ref(array, self.freed)
-            except TypeError:
-                continue
-            nbytes = int(root.nbytes)
-            self.watched[id(ref)] = (ref, index, nbytes)  # by id: a weakref hashes as its array, unhashable
-            allocated += nbytes
-        if allocated:
-            record[ALLOC] += allocated
-            self.live_bytes = live = self.live_bytes + allocated
-            now = perf_counter_ns()
-            if live > self.peak_bytes:
-                self.peak_bytes = live
-                self.peak_at = (now, index)
-            self.memory_samples.append((now, live))
+            # One output twice (or two views of one new array) is one allocation.
+            if root is not None and all(root is not seen for seen in allocated_roots):
+                allocated_roots.append(root)
+                self.watch(array, root, index, record)
+
+    def watch(self, array, root, index, record) -> None:
+        """Count ``root``'s bytes as allocated by record ``index``, until ``array`` (which keeps it alive) dies."""
+        try:
+            ref = weakref.ref(array, self.freed_callback)
+        except TypeError:  # numpy scalars can't be watched: skipped
+            return
+        nbytes = root.nbytes
+        self.watched[id(ref)] = (ref, index, nbytes)  # by id: a weakref hashes as its array, unhashable
+        record[ALLOC] += nbytes
+        self.live_bytes = live = self.live_bytes + nbytes
+        now = perf_counter_ns()
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+            self.peak_at = (now, index)
+        self.memory_samples.append((now, live))
 
     def freed(self, ref) -> None:
         entry = self.watched.pop(id(ref), None)
         if entry is None:  # freed after the profile stopped: no longer ours to count
             return
         _, index, nbytes = entry
-        self.records[index][FREED] += nbytes
+        self.freed_by[index] = self.freed_by.get(index, 0) + nbytes
         self.live_bytes -= nbytes
         self.memory_samples.append((perf_counter_ns(), self.live_bytes))
 

@@ -127,7 +127,7 @@ class Trace:
                 forward_op = forward[rec.NAME] if forward is not None else None
             stack = [format_stack_frame(frame) for frame in r[rec.STACK]] if r[rec.STACK] else ()
             event = FunctionEvent(len(events), r[rec.NAME], kind, self.us(r[rec.START]), self.us(r[rec.END]),
-                                  thread=r[rec.TID], input_shapes=r[rec.SHAPES], stack=stack,
+                                  thread=r[rec.TID], input_shapes=shape_lists(r[rec.SHAPES]), stack=stack,
                                   sequence_nr=r[rec.SEQ] if r[rec.SEQ] else -1,
                                   module=records[module_index][rec.NAME] if module_index >= 0 else "",
                                   device_type=r[rec.DEVICE] or "cpu", allocated_bytes=r[rec.ALLOC],
@@ -340,7 +340,7 @@ class Trace:
                 args["Aggregated events"] = count
                 args["Summed duration (us)"] = round(summed_us, 3)
             if r[rec.SHAPES] is not None:
-                args["Input Dims"] = r[rec.SHAPES]
+                args["Input Dims"] = shape_lists(r[rec.SHAPES])
             if r[rec.SEQ]:
                 args["Sequence number"] = r[rec.SEQ]
             if r[rec.KIND] == rec.BACKWARD:
@@ -462,3 +462,8 @@ class Trace:
                     continue
                 frames = ";".join(frame.replace(";", ":").replace(" ", "_") for frame in reversed(event.stack))
                 handle.write(f"{frames};{event.name} {value}\n")
+
+
+def shape_lists(shapes):
+    """Recorded shapes (tuples, which the garbage collector need not track) as PyTorch's lists of lists."""
+    return None if shapes is None else [list(shape) for shape in shapes]

@@ -42,3 +42,24 @@ def test_import_corenn_does_not_import_the_profiler_machinery():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['corenn_profiler']"
+
+
+def test_a_long_profile_leaves_nothing_per_op_for_the_garbage_collector_to_walk():
+    # Each ended record is a tuple of plain values, which CPython's collector stops tracking at its
+    # first pass: a profile of many steps must not make every later collection walk all its records.
+    import gc
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = corenn.randn(3, 4)
+    with profile(record_shapes=True, profile_memory=True, with_modules=True, with_stack=True) as prof:
+        for _ in range(20):
+            model(x).sum().backward()
+    records = prof.trace.records
+    assert len(records) > 200
+    for _ in range(3):  # a tuple is untracked once what it holds is: one pass per level of nesting
+        gc.collect()
+    tracked = [r for r in records if gc.is_tracked(r)]
+    assert not tracked, tracked[:3]
+    events = prof.events()
+    linear = next(e for e in events if e.name == "linear")
+    assert linear.input_shapes == [[3, 4], [8, 4], [8]]  # PyTorch's lists of lists, from the frozen tuples
+    assert sum(e.freed_bytes for e in events) > 0  # frees, kept aside while recording, were merged in
