@@ -6,6 +6,8 @@ as ``Tensor`` methods (``t.exp()`` is ``corenn.exp(t)``).
 """
 from __future__ import annotations
 
+import inspect
+
 from corenn.dispatch import KernelRegistration
 from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
@@ -20,6 +22,7 @@ from corenn.ops.activation import *  # noqa: F401,F403
 from corenn.ops.conv import *  # noqa: F401,F403
 from corenn.ops.pooling import *  # noqa: F401,F403
 from corenn.ops._kernel import CORE_KERNELS, public_function
+from corenn.tensor.tensor import Tensor
 from corenn.ops.elementwise import *  # noqa: F401,F403
 from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bitwise_left_shift,  # noqa: F401
                                    bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, clamp, div, eq,
@@ -121,8 +124,26 @@ def _bind_inplace(tensor_cls, name, function):
 
     def method(self, *args, **kwargs):
         self._check_inplace()  # a leaf that requires grad refuses every in-place op, differentiable or not
-        return self._inplace_from(function(self, *args, **kwargs))
+        try:
+            result = function(self, *args, **kwargs)
+        except TypeError:
+            _check_arguments(name + "_", function, self, args, kwargs)
+            raise
+        if not isinstance(result, Tensor):  # ``t.eq_(None)``: eq's Python-object answer has no place in t
+            raise TypeError(f"{name}_(): argument 'other' must be Tensor or Number, not "
+                            f"{type(args[0] if args else None).__name__}")
+        return self._inplace_from(result)
 
     public_function(method, name + "_", f"In-place version of :meth:`{name}`.")
     method.__wrapped__ = function  # inspect.signature shows the op's parameters
     setattr(tensor_cls, name + "_", method)
+
+
+def _check_arguments(name, function, *args_and_kwargs):
+    """Raise the TypeError for arguments that don't fit ``function`` under the name called (``arccos_``, not
+    ``acos``, whose function an alias shares)."""
+    self, args, kwargs = args_and_kwargs
+    try:
+        inspect.signature(function).bind(self, *args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{name}(): {error}") from None

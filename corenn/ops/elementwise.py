@@ -1574,9 +1574,9 @@ def is_nonzero(input) -> bool:
     """Whether a one-element tensor is not zero; other sizes raise, as ``bool(t)`` does (``torch.is_nonzero``)."""
     size = _checked(input).numel()
     if size == 0:
-        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        raise RuntimeError(named("Boolean value of Tensor with no values is ambiguous"))
     if size > 1:
-        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        raise RuntimeError(named("Boolean value of Tensor with more than one value is ambiguous"))
     return bool(input._data.reshape(()).item() != 0)
 
 
@@ -1603,12 +1603,12 @@ def isreal(input):
 
 def isposinf(input):
     """Where ``input`` is +inf (``torch.isposinf``)."""
-    return eq(_checked(input), math.inf) if input.dtype.is_floating_point else isreal(input).logical_not()
+    return eq(input, math.inf) if _checked(input).dtype.is_floating_point else isreal(input).logical_not()
 
 
 def isneginf(input):
     """Where ``input`` is -inf (``torch.isneginf``)."""
-    return eq(_checked(input), -math.inf) if input.dtype.is_floating_point else isreal(input).logical_not()
+    return eq(input, -math.inf) if _checked(input).dtype.is_floating_point else isreal(input).logical_not()
 
 
 def adjoint(input):

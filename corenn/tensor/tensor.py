@@ -1031,6 +1031,16 @@ class Tensor:
         mask = Tensor._wrap(self._device._xp.asarray(mask), self._device)
         return self._inplace_from(_ops.masked_fill(self, mask, _argcheck.check_number(fill_value, "fill_value")))
 
+    # PyTorch lets these three write into a leaf that requires grad (they record nothing), unlike eq_ & co.
+    def logical_and_(self, other) -> "Tensor":
+        return self._inplace_from(_ops.logical_and(self, other))
+
+    def logical_or_(self, other) -> "Tensor":
+        return self._inplace_from(_ops.logical_or(self, other))
+
+    def logical_xor_(self, other) -> "Tensor":
+        return self._inplace_from(_ops.logical_xor(self, other))
+
     def conj_physical_(self) -> "Tensor":
         """Conjugate in place: nothing to change in a real tensor."""
         self._check_inplace()

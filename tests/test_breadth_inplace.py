@@ -1,0 +1,209 @@
+"""In-place variants (``t.name_(...)`` and ``torch.name_(t, ...)``) against PyTorch 2.13: the values written, the
+tensor returned (self), the dtype kept, gradients through an in-place op on a non-leaf, a leaf that requires
+grad refused, and in-place views (t_, transpose_, squeeze_, ...)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import corenn
+
+pytestmark = pytest.mark.torch
+RNG = np.random.default_rng(7)
+
+_OTHER = RNG.uniform(-2, 2, size=(4,))
+# method -> (low, high) of self's values, extra arguments (an ndarray becomes a tensor of each library)
+FLOAT_METHODS = {
+    "abs_": ((-2, 2), ()), "absolute_": ((-2, 2), ()), "neg_": ((-2, 2), ()), "negative_": ((-2, 2), ()),
+    "exp_": ((-2, 2), ()), "exp2_": ((-2, 2), ()), "expm1_": ((-2, 2), ()), "log_": ((0.1, 3), ()),
+    "log2_": ((0.1, 3), ()), "log10_": ((0.1, 3), ()), "log1p_": ((-0.5, 3), ()), "sqrt_": ((0.1, 3), ()),
+    "rsqrt_": ((0.1, 3), ()), "square_": ((-2, 2), ()), "reciprocal_": ((0.2, 3), ()), "sin_": ((-2, 2), ()),
+    "cos_": ((-2, 2), ()), "tan_": ((-1.2, 1.2), ()), "tanh_": ((-2, 2), ()), "sigmoid_": ((-2, 2), ()),
+    "relu_": ((-2, 2), ()), "erf_": ((-2, 2), ()), "floor_": ((-3, 3), ()), "ceil_": ((-3, 3), ()),
+    "round_": ((-3, 3), ()), "trunc_": ((-3, 3), ()), "fix_": ((-3, 3), ()), "frac_": ((-3, 3), ()),
+    "clamp_": ((-2, 2), (-0.5, 0.7)), "clip_": ((-2, 2), (-0.5, 0.7)), "clamp_min_": ((-2, 2), (0.1,)),
+    "clamp_max_": ((-2, 2), (0.1,)), "asin_": ((-0.9, 0.9), ()), "acos_": ((-0.9, 0.9), ()),
+    "atan_": ((-3, 3), ()), "asinh_": ((-3, 3), ()), "acosh_": ((1.1, 4), ()), "atanh_": ((-0.9, 0.9), ()),
+    "arcsin_": ((-0.9, 0.9), ()), "arccos_": ((-0.9, 0.9), ()), "arctan_": ((-3, 3), ()),
+    "arcsinh_": ((-3, 3), ()), "arccosh_": ((1.1, 4), ()), "arctanh_": ((-0.9, 0.9), ()), "sinh_": ((-2, 2), ()),
+    "cosh_": ((-2, 2), ()), "sinc_": ((-2, 2), ()), "deg2rad_": ((-200, 200), ()), "rad2deg_": ((-3, 3), ()),
+    "logit_": ((0.05, 0.95), ()), "sgn_": ((-2, 2), ()), "sign_": ((-2, 2), ()),
+    "atan2_": ((-2, 2), (_OTHER,)), "arctan2_": ((-2, 2), (_OTHER,)), "hypot_": ((-2, 2), (_OTHER,)),
+    "copysign_": ((-2, 2), (_OTHER,)), "ldexp_": ((-2, 2), (np.round(_OTHER),)),
+    "xlogy_": ((-2, 2), (np.abs(_OTHER),)), "nextafter_": ((-2, 2), (_OTHER,)),
+    "eq_": ((-2, 2), (_OTHER,)), "ne_": ((-2, 2), (_OTHER,)), "lt_": ((-2, 2), (_OTHER,)),
+    "le_": ((-2, 2), (0.5,)), "gt_": ((-2, 2), (_OTHER,)), "ge_": ((-2, 2), (_OTHER,)),
+    "greater_": ((-2, 2), (_OTHER,)), "greater_equal_": ((-2, 2), (_OTHER,)), "less_": ((-2, 2), (_OTHER,)),
+    "less_equal_": ((-2, 2), (_OTHER,)), "not_equal_": ((-2, 2), (_OTHER,)),
+    "logical_and_": ((-2, 2), (_OTHER,)), "logical_or_": ((-2, 2), (_OTHER,)),
+    "logical_xor_": ((-2, 2), (_OTHER,)), "subtract_": ((-2, 2), (_OTHER,)), "multiply_": ((-2, 2), (_OTHER,)),
+    "divide_": ((-2, 2), (_OTHER,)), "true_divide_": ((-2, 2), (_OTHER,)), "floor_divide_": ((-2, 2), (_OTHER,)),
+    "nan_to_num_": ((-2, 2), ()), "cumsum_": ((-2, 2), (1,)), "cumprod_": ((-2, 2), (0,)),
+    "fmod_": ((-2, 2), (0.7,)), "remainder_": ((-2, 2), (0.7,)), "float_power_": ((0.1, 2), (2.5,)),
+    "heaviside_": ((-2, 2), (_OTHER,)), "fill_diagonal_": ((-2, 2), (3.5,)),
+}
+
+
+def _args(args, lib):
+    return [lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.parametrize("method", sorted(FLOAT_METHODS))
+def test_float_method_matches_torch(method, torch):
+    (low, high), args = FLOAT_METHODS[method]
+    x = RNG.uniform(low, high, size=(3, 4))
+    ours, theirs = corenn.tensor(x), torch.tensor(x)
+    assert getattr(ours, method)(*_args(args, corenn)) is ours
+    getattr(theirs, method)(*_args(args, torch))
+    assert ours.dtype == corenn.float64 and tuple(ours.shape) == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-12)
+    if hasattr(torch, method):  # the function form, torch.name_(t, ...)
+        ours, theirs = corenn.tensor(x), torch.tensor(x)
+        assert getattr(corenn, method)(ours, *_args(args, corenn)) is ours
+        getattr(torch, method)(theirs, *_args(args, torch))
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-12)
+
+
+DIFFERENTIABLE = sorted(m for m in FLOAT_METHODS
+                        if m not in {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "greater_", "greater_equal_", "less_",
+                                     "less_equal_", "not_equal_", "logical_and_", "logical_or_", "logical_xor_",
+                                     "floor_divide_", "nextafter_", "heaviside_", "nan_to_num_", "sgn_"})
+
+
+# PyTorch 2.13 has no derivative for these in-place forms ("the derivative for 'inplace version of acosh' is not
+# implemented"); corenn differentiates them as their out-of-place forms.
+NO_TORCH_DERIVATIVE = {"acosh_", "arccosh_", "asinh_", "arcsinh_", "atanh_", "arctanh_"}
+
+
+@pytest.mark.parametrize("method", DIFFERENTIABLE)
+def test_gradient_through_inplace_on_a_non_leaf(method, torch):
+    (low, high), args = FLOAT_METHODS[method]
+    x = RNG.uniform(low, high, size=(3, 4))
+    weights = RNG.standard_normal((3, 4))
+    grads = []
+    for lib in (corenn, torch):
+        leaf = lib.tensor(x, requires_grad=True)
+        y = leaf * 1.0
+        if lib is torch and method in NO_TORCH_DERIVATIVE:  # the out-of-place form as the reference
+            y = getattr(y, method[:-1])(*_args(args, lib))
+        else:
+            assert getattr(y, method)(*_args(args, lib)) is y
+        (y * lib.tensor(weights)).sum().backward()
+        grads.append(leaf.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+
+
+def test_torch_refuses_some_inplace_derivatives_corenn_has(torch):
+    leaf = torch.tensor([2.0], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="inplace version of acosh"):
+        (leaf * 1.0).acosh_().sum().backward()
+
+
+@pytest.mark.parametrize("method", ["logical_and_", "logical_or_", "logical_xor_"])
+def test_logical_inplace_writes_into_a_leaf_as_torch(method, torch):
+    results = []
+    for lib in (corenn, torch):
+        leaf = lib.tensor([0.0, 1.0, 2.0], requires_grad=True)
+        assert getattr(leaf, method)(lib.tensor([1.0, 0.0, 3.0])) is leaf
+        results.append(leaf.detach().numpy().tolist())
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("method", sorted(set(FLOAT_METHODS) - {"logical_and_", "logical_or_", "logical_xor_"})
+                         + ["t_", "squeeze_", "conj_physical_"])
+def test_leaf_that_requires_grad_refuses(method, torch):
+    (_, args) = FLOAT_METHODS.get(method, ((0, 1), ()))
+    for lib in (corenn, torch):
+        leaf = lib.ones(3, 4, dtype=lib.float64, requires_grad=True)
+        with pytest.raises(RuntimeError, match="a (view of a )?leaf Variable that requires grad is being used in an "
+                                               "in-place operation"):
+            getattr(leaf, method)(*_args(args, lib))
+    leaf = corenn.ones(3, 4, dtype=corenn.float64, requires_grad=True)
+    with corenn.no_grad():
+        assert getattr(leaf, method)(*_args(args, corenn)) is leaf
+
+
+INT_METHODS = {
+    "bitwise_and_": (np.array([3, 5, 6, 1]),), "bitwise_or_": (np.array([3, 5, 6, 1]),),
+    "bitwise_xor_": (np.array([3, 5, 6, 1]),), "bitwise_not_": (), "bitwise_left_shift_": (np.array([1, 2, 0, 3]),),
+    "bitwise_right_shift_": (np.array([1, 2, 0, 3]),), "gcd_": (np.array([4, 6, 9, 12]),),
+    "lcm_": (np.array([4, 6, 9, 12]),), "floor_divide_": (np.array([4, -3, 2, 5]),), "abs_": (), "neg_": (),
+    "eq_": (np.array([3, 5, 6, 1]),), "lt_": (4,), "square_": (), "heaviside_": (np.array([7]),),
+    "cumsum_": (0,), "cumprod_": (1,), "fill_diagonal_": (-9,),
+}
+
+
+@pytest.mark.parametrize("method", sorted(INT_METHODS))
+def test_integer_method_matches_torch(method, torch):
+    x = RNG.integers(-20, 20, size=(3, 4))
+    ours, theirs = corenn.tensor(x), torch.tensor(x)
+    assert getattr(ours, method)(*_args(INT_METHODS[method], corenn)) is ours
+    getattr(theirs, method)(*_args(INT_METHODS[method], torch))
+    assert ours.dtype == corenn.int64
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    if hasattr(torch, method):
+        ours = corenn.tensor(x)
+        assert getattr(corenn, method)(ours, *_args(INT_METHODS[method], corenn)) is ours
+
+
+@pytest.mark.parametrize("method", ["sin_", "exp_", "sqrt_", "asin_", "sinh_", "logit_", "true_divide_", "hypot_"])
+def test_integer_self_refuses_a_float_result(method, torch):
+    args = (corenn.tensor([2.0, 3.0]),) if method in ("true_divide_", "hypot_") else ()
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        getattr(corenn.tensor([1, 2]), method)(*args)
+    targs = (torch.tensor([2.0, 3.0]),) if args else ()
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        getattr(torch.tensor([1, 2]), method)(*targs)
+
+
+def test_float_power_inplace_needs_float64(torch):
+    for lib in (corenn, torch):
+        with pytest.raises(RuntimeError, match="the base given to float_power_ has dtype Float but the operation's "
+                                               "result requires dtype Double"):
+            lib.ones(2).float_power_(2)
+
+
+@pytest.mark.parametrize("method,args", [("t_", ()), ("transpose_", (0, 2)), ("swapaxes_", (1, 2)),
+                                         ("swapdims_", (0, 1)), ("squeeze_", ()), ("squeeze_", (1,)),
+                                         ("unsqueeze_", (-1,)), ("unsqueeze_", (0,))])
+def test_inplace_views_match_torch(method, args, torch):
+    shape = (3, 4) if method == "t_" else (3, 1, 4)
+    x = RNG.standard_normal(shape)
+    ours, theirs = corenn.tensor(x), torch.tensor(x)
+    assert getattr(ours, method)(*args) is ours
+    getattr(theirs, method)(*args)
+    assert tuple(ours.shape) == tuple(theirs.shape) and ours.stride() == theirs.stride()
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    grads = []
+    for lib in (corenn, torch):
+        leaf = lib.tensor(x, requires_grad=True)
+        y = leaf * 2.0
+        getattr(y, method)(*args)
+        (y * lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))).sum().backward()
+        grads.append(leaf.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("shape,wrap", [((3, 3), False), ((7, 3), True), ((7, 3), False), ((3, 7), True),
+                                        ((2, 2, 2), False)])
+def test_fill_diagonal_matches_torch(shape, wrap, torch):
+    ours, theirs = corenn.zeros(shape), torch.zeros(shape)
+    ours.fill_diagonal_(1.5, wrap=wrap)
+    theirs.fill_diagonal_(1.5, wrap=wrap)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for bad_shape, message in (((3,), "dimensions must larger than 1"),
+                               ((2, 3, 4), "all dimensions of input must be of equal length")):
+        for lib in (corenn, torch):
+            with pytest.raises(RuntimeError, match=message):
+                lib.zeros(bad_shape).fill_diagonal_(1)
+
+
+def test_views_see_inplace_writes():
+    base = corenn.zeros(2, 3)
+    row = base[0]
+    row.asin_()
+    row.add_(0.5).cosh_()
+    np.testing.assert_allclose(base.numpy()[0], np.cosh(0.5))
+    column = base[:, 1]
+    column.eq_(0)
+    assert base.numpy()[:, 1].tolist() == [0.0, 1.0]
