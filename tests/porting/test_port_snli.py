@@ -53,7 +53,7 @@ def build(lib, dp_ratio=0.0, fix_emb=True):
             state_shape = 2, batch_size, D_HIDDEN
             h0 = c0 = inputs.new_zeros(state_shape)
             packed = pack_padded_sequence(inputs, lengths, enforce_sorted=False)
-            outputs, (ht, ct) = self.rnn(packed, (h0, c0))
+            _outputs, (ht, _ct) = self.rnn(packed, (h0, c0))
             return ht[-2:].transpose(0, 1).contiguous().view(batch_size, -1)
 
     class SNLIClassifier(nn.Module):

@@ -71,7 +71,7 @@ def train(lib, model, batches, noises):
     for (data, noise) in zip(batches, noises):
         data = lib.from_numpy(data)
         optimizer.zero_grad()
-        recon_batch, mu, logvar = model(data, noise=lambda std: lib.from_numpy(noise))
+        recon_batch, mu, logvar = model(data, noise=lambda std, noise=noise: lib.from_numpy(noise))
         loss = loss_function(lib, recon_batch, data, mu, logvar)
         loss.backward()
         train_loss += loss.item()
@@ -80,7 +80,7 @@ def train(lib, model, batches, noises):
     model.eval()
     with lib.no_grad():
         data = lib.from_numpy(batches[0])
-        recon_batch, mu, logvar = model(data, noise=lambda std: lib.from_numpy(noises[0]))
+        recon_batch, _mu, _logvar = model(data, noise=lambda std: lib.from_numpy(noises[0]))
         comparison = lib.cat([data.view(len(data), 1, 8, 8), recon_batch.view(len(data), 1, 8, 8)])
     return losses, train_loss, comparison
 
