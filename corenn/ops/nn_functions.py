@@ -362,9 +362,9 @@ def bilinear(input1, input2, weight, bias=None):
 def _rnn_cell(input, hx, w_ih, w_hh, b_ih, b_hh, op, activation):
     for tensor, name in ((input, "input"), (hx, "hx"), (w_ih, "w_ih"), (w_hh, "w_hh")):
         check_tensor(tensor, name, op)
-    if input.ndim not in (1, 2) or hx.ndim != input.ndim:
-        raise RuntimeError(f"{op}(): expected input and hx of the same rank, 1 or 2, got input of size "
-                           f"{list(input.shape)} and hx of size {list(hx.shape)}")
+    if input.ndim != 2 or hx.ndim != 2:  # ATen's cells are batched only (nn.RNNCell adds the batch dim)
+        raise IndexError(f"{op}(): expected input and hx of 2 dims (batch, features), got input of size "
+                         f"{list(input.shape)} and hx of size {list(hx.shape)}")
     if w_ih.ndim != 2 or w_ih.shape[1] != input.shape[-1] or w_hh.ndim != 2 or \
             tuple(w_hh.shape) != (w_ih.shape[0], hx.shape[-1]) or w_ih.shape[0] != hx.shape[-1]:
         raise RuntimeError(f"{op}(): weights of sizes {list(w_ih.shape)} and {list(w_hh.shape)} do not match "
