@@ -57,11 +57,18 @@ def assert_same_run(ours, theirs, rtol: float = RTOL, atol: float = ATOL) -> Non
     assert np.all(np.isfinite([to_numpy(a) for a in ours]))
 
 
-def assert_same_state(ours, theirs, rtol: float = RTOL, atol: float = ATOL, moved_from: dict | None = None) -> None:
-    """The two models' state dicts agree entry by entry; with ``moved_from``, training changed some parameter."""
+def assert_same_state(ours, theirs, rtol: float = RTOL, atol: float = ATOL, moved_from: dict | None = None,
+                      except_for: tuple = ()) -> None:
+    """The two models' state dicts agree entry by entry; with ``moved_from``, training changed some parameter.
+
+    ``except_for`` names entries not compared: a test that leaves one out says why next to the call.
+    """
     a, b = numpy_state(ours), numpy_state(theirs)
     assert sorted(a) == sorted(b)
+    assert set(except_for) <= set(b)
     for name in b:
+        if name in except_for:
+            continue
         assert a[name].dtype == b[name].dtype, f"{name}: dtype {a[name].dtype} != {b[name].dtype}"
         np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)
     if moved_from is not None:
