@@ -16,6 +16,8 @@ from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, lo
 from corenn.ops import upsample  # noqa: F401 - the "upsample" kernel behind nn.functional.interpolate
 from corenn.ops import recurrent  # noqa: F401 - lstm_cell / gru_cell: one step of nn.LSTM / nn.GRU
 from corenn.ops.recurrent import gru_cell, lstm_cell  # noqa: F401
+from corenn.ops import ctc  # the "ctc_loss" kernel; corenn.ctc_loss is torch.ctc_loss
+from corenn.ops.ctc import ctc_loss  # noqa: F401
 from corenn.ops import nn_functions  # torch.layer_norm, torch.dropout, ...: ATen's spellings of nn.functional
 from corenn.ops.nn_functions import *  # noqa: F401,F403
 from corenn.ops.activation import *  # noqa: F401,F403
@@ -30,6 +32,9 @@ from corenn.ops.elementwise import (abs, add, addcdiv, addcmul, bitwise_and, bit
                                    sub)
 from corenn.ops.linalg import addmm, baddbmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer  # noqa: F401
 from corenn.ops.linalg import *  # noqa: F401,F403
+from corenn.ops import statistics  # median, quantile, histograms, cov, ...
+from corenn.ops.statistics import *  # noqa: F401,F403
+from corenn.ops.statistics import sum_to_size  # noqa: F401 - a Tensor method only, as in PyTorch
 from corenn.ops.movement import *  # noqa: F401,F403
 from corenn.ops.movement import (broadcast_tensors, cat, chunk, gather, index_add, index_fill, index_select,  # noqa
                                  scatter, scatter_add, split, stack, unbind)
@@ -39,7 +44,8 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__
+                     + statistics.__all__
+                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__ + ctc.__all__
                      + ["return_types"]))
 
 
@@ -71,6 +77,8 @@ tril triu flip fliplr flipud roll argsort sort topk unique diagonal diag trace
 matmul mm bmm mv dot inner outer ger addmm baddbmm
 det slogdet logdet inverse pinverse svd cholesky cholesky_inverse cholesky_solve triangular_solve lu
 matrix_exp matrix_power kron cross vdot dist addmv addr addbmm
+median nanmedian kthvalue mode msort cummax cummin logcumsumexp quantile nanquantile nanmean histc histogram
+bincount unique_consecutive diff cov corrcoef renorm sum_to_size
 softmax log_softmax
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm

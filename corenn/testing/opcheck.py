@@ -1115,7 +1115,12 @@ _LINALG_BREADTH = [
     OpCase("matrix_exp", lambda lib, x: lib.matrix_exp(x), [Float((2, 3, 3))], **_L),
 ]
 
+_STATISTICS = [
+    OpCase("logcumsumexp", lambda lib, x: lib.logcumsumexp(x, 1), [Float((3, 4))], **_R),
+    OpCase("logcumsumexp", lambda lib, x: x.logcumsumexp(0), [Float((4, 2), -40, 40)], label="wide", **_R),
+]
+
 #: Every case, in table order.
 CASES: list[OpCase] = (_ELEMENTWISE + _MORE_POINTWISE + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
                        + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER + _RECURRENT
-                       + _LINALG_BREADTH)
+                       + _LINALG_BREADTH + _STATISTICS)

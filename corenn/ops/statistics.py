@@ -1,0 +1,716 @@
+"""Order statistics, histograms and sample statistics: median, mode, kthvalue, quantile, cummax/cummin,
+logcumsumexp, histc/histogram/bincount, searchsorted/bucketize, diff, cov/corrcoef, trapezoid, renorm.
+
+The selecting ops (median, mode, kthvalue, cummax, ...) find their indices on the array and read the
+values with ``gather``: the gradient goes to the selected elements, as in PyTorch.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import numbers
+import warnings
+
+from corenn import _dtype
+from corenn._argcheck import check_int, check_number, named, not_tensors, type_name
+from corenn.ops._kernel import Op, kernel, run, to_floating
+from corenn.ops.movement import cat, gather, movedim, narrow, reshape, sort, squeeze, unsqueeze
+from corenn.ops.reduce import return_types, sum as _sum
+from corenn.tensor.tensor import Tensor, _normalize_dim
+
+
+def _wrap(array, like):
+    return Tensor._wrap(array, like._device)
+
+
+def _index_tensor(array, like):
+    return Tensor._wrap(array.astype("int64", copy=False), like._device)
+
+
+def _last(xp, data, axis):
+    """``data`` with ``axis`` moved last (a view)."""
+    return xp.moveaxis(data, axis, -1)
+
+
+def _select(input, axis, indices, keepdim):
+    """The values of ``input`` at ``indices`` (an array shaped as the result with ``axis`` kept) and the indices."""
+    index = _index_tensor(indices, input)
+    values = gather(input, axis, index)
+    if not keepdim:
+        values, index = squeeze(values, axis), squeeze(index, axis)
+    return values, index
+
+
+def _reduction_axis(input, dim, op):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    axis = _normalize_dim(dim, input.ndim)
+    if input.ndim and input.shape[axis] == 0:
+        raise IndexError(named(f"Expected reduction dim {axis} to have non-zero size.", op))
+    return axis
+
+
+def _scalar_pair(kind, input):
+    """A 0-d input reduces to itself with index 0, as in PyTorch."""
+    zero = Tensor._wrap(input._device._xp.zeros((), "int64"), input._device)
+    return getattr(return_types, kind)(input.clone(), zero)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Order statistics
+# ---------------------------------------------------------------------------------------------------------
+
+def _median_positions(xp, data, ignore_nan):
+    """Index (along the last axis) of the lower median; a slice with nan gives its first nan unless ignored."""
+    order = xp.argsort(data, axis=-1, kind="stable")  # nan sorts last
+    missing = xp.isnan(data) if data.dtype.kind in "fV" else xp.zeros(data.shape, bool)
+    size = data.shape[-1]
+    if ignore_nan:
+        count = size - missing.sum(axis=-1)
+        rank = xp.where(count > 0, (count - 1) // 2, 0)
+        return xp.take_along_axis(order, rank[..., None], -1)
+    picked = order[..., (size - 1) // 2:(size - 1) // 2 + 1]
+    first_nan = xp.argmax(missing, axis=-1)[..., None]
+    return xp.where(missing.any(axis=-1, keepdims=True), first_nan, picked)
+
+
+def _median(kind, input, dim, keepdim):
+    ignore_nan = kind == "nanmedian"
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    xp = input._device._xp
+    if dim is None:
+        flat = reshape(input, -1)
+        if flat.numel() == 0:
+            return _wrap(xp.full((), float("nan"), dtype=input.dtype.numpy), input)
+        position = _median_positions(xp, flat._data, ignore_nan)
+        return reshape(gather(flat, 0, _index_tensor(position, input)), ())
+    axis = _reduction_axis(input, dim, kind)
+    if input.ndim == 0:
+        return _scalar_pair(kind, input)
+    positions = xp.moveaxis(_median_positions(xp, _last(xp, input._data, axis), ignore_nan), -1, axis)
+    return getattr(return_types, kind)(*_select(input, axis, positions, keepdim))
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median of all elements, or ``(values, indices)`` along ``dim``; nan if a slice holds one."""
+    return _median("median", input, dim, keepdim)
+
+
+def nanmedian(input, dim=None, keepdim=False):
+    """``median`` ignoring nan (nan only for a slice of nothing but nan)."""
+    return _median("nanmedian", input, dim, keepdim)
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """The ``k``-th smallest element (1-based) along ``dim`` and its index (``torch.kthvalue``)."""
+    k = check_int(k, "k")
+    axis = _reduction_axis(input, dim, "kthvalue")
+    size = input.shape[axis] if input.ndim else 1
+    if not 1 <= k <= size:
+        raise RuntimeError(named(f"kthvalue(): selected number k out of range for dimension {axis}"))
+    if input.ndim == 0:
+        return _scalar_pair("kthvalue", input)
+    xp = input._device._xp
+    order = xp.argsort(_last(xp, input._data, axis), axis=-1, kind="stable")
+    positions = xp.moveaxis(order[..., k - 1:k], -1, axis)
+    return return_types.kthvalue(*_select(input, axis, positions, keepdim))
+
+
+def mode(input, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest among equally frequent) and its last index."""
+    axis = _reduction_axis(input, dim, "mode")
+    if input.ndim == 0:
+        return _scalar_pair("mode", input)
+    xp = input._device._xp
+    moved = _last(xp, input._data, axis)
+    rows = moved.reshape(-1, moved.shape[-1])
+    positions = xp.zeros(rows.shape[0], dtype=xp.int64)
+    for r in range(rows.shape[0]):
+        values, counts = xp.unique(rows[r], return_counts=True)  # sorted: argmax picks the smallest of the ties
+        most = values[xp.argmax(counts)]
+        positions[r] = rows.shape[1] - 1 - xp.argmax((rows[r] == most)[::-1])
+    positions = xp.moveaxis(positions.reshape(moved.shape[:-1] + (1,)), -1, axis)
+    return return_types.mode(*_select(input, axis, positions, keepdim))
+
+
+def msort(input):
+    """``input`` sorted along its first dimension (``torch.msort``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return sort(input, 0).values
+
+
+def _running_extreme(kind, input, dim):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    axis = _normalize_dim(dim, input.ndim)
+    if input.ndim == 0:
+        return _scalar_pair(kind, input)
+    xp = input._device._xp
+    moved = _last(xp, input._data, axis)
+    positions = xp.zeros(moved.shape, dtype=xp.int64)
+    if moved.shape[-1]:
+        best = moved[..., 0].copy()
+        current = xp.zeros(moved.shape[:-1], dtype=xp.int64)
+        floating = moved.dtype.kind in "fV"
+        for i in range(1, moved.shape[-1]):
+            value = moved[..., i]
+            # PyTorch's rule: a tie moves the index forward, and nan, once seen, stays (a later nan moves it)
+            better = value >= best if kind == "cummax" else value <= best
+            if floating:
+                better = better | xp.isnan(value)
+            best = xp.where(better, value, best)
+            current = xp.where(better, i, current)
+            positions[..., i] = current
+    positions = xp.moveaxis(positions, -1, axis)
+    return getattr(return_types, kind)(*_select(input, axis, positions, keepdim=True))
+
+
+def cummax(input, dim):
+    """Running maximum along ``dim`` and where it was reached (``torch.cummax``)."""
+    return _running_extreme("cummax", input, dim)
+
+
+def cummin(input, dim):
+    """Running minimum along ``dim`` and where it was reached (``torch.cummin``)."""
+    return _running_extreme("cummin", input, dim)
+
+
+@kernel("logcumsumexp", "LogcumsumexpBackward0")
+class Logcumsumexp(Op):
+    @staticmethod
+    def forward(ctx, a, axis):
+        out = ctx.xp.logaddexp.accumulate(a, axis=axis)
+        ctx.save_for_backward(a, out)
+        ctx.axis = axis
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        # grad_j = sum_{i >= j} grad_i exp(a_j - out_i), summed in log space for each sign of grad (PyTorch's way).
+        a, out = ctx.saved
+        xp = ctx.xp
+        axis = ctx.axis
+
+        def reversed_logcumsumexp(x):
+            return xp.flip(xp.logaddexp.accumulate(xp.flip(x, axis), axis=axis), axis)
+
+        negative_infinity = xp.asarray(-xp.inf, dtype=grad.dtype)
+        log_positive = xp.where(grad > 0, xp.log(xp.where(grad > 0, grad, 1)), negative_infinity)
+        log_negative = xp.where(grad < 0, xp.log(xp.where(grad < 0, -grad, 1)), negative_infinity)
+        return (xp.exp(reversed_logcumsumexp(log_positive - out) + a)
+                - xp.exp(reversed_logcumsumexp(log_negative - out) + a))
+
+
+def logcumsumexp(input, dim):
+    """``log(cumsum(exp(input), dim))`` without overflow (``torch.logcumsumexp``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    input = to_floating(input)
+    axis = _normalize_dim(dim, input.ndim)
+    if input.ndim == 0:
+        return input.clone()
+    return run("logcumsumexp", input, axis=axis)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Quantiles and means
+# ---------------------------------------------------------------------------------------------------------
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(op, input, q, dim, keepdim, interpolation):
+    from corenn.ops.elementwise import lerp, where
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not input.dtype.is_floating_point or input.dtype.name not in ("float32", "float64"):
+        raise RuntimeError(named(f"{op}() input tensor must be either float or double dtype"))
+    if input.numel() == 0:
+        raise RuntimeError(named(f"{op}() input tensor must be non-empty"))
+    if interpolation not in _INTERPOLATIONS:
+        raise RuntimeError(named(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+                                 f"Got {interpolation}"))
+    xp = input._device._xp
+    scalar_q = not isinstance(q, Tensor)
+    if scalar_q:
+        q_values = xp.asarray([check_number(q, "q")], dtype="float64")
+    else:
+        if q.ndim > 1:
+            raise RuntimeError(named(f"{op}() q must be a scalar or 1D tensor"))
+        if q.dtype is not input.dtype:
+            raise RuntimeError(named(f"{op}() q tensor must be same dtype as the input tensor"))
+        q_values = q._data.reshape(-1).astype("float64")
+        scalar_q = q.ndim == 0
+    if ((q_values < 0) | (q_values > 1)).any():
+        raise RuntimeError(named(f"{op}() q values must be in the range [0, 1]"))
+    if dim is None:
+        source, axis = reshape(input, -1), 0
+    else:
+        axis = _normalize_dim(dim, input.ndim)
+        source = input if input.ndim else reshape(input, 1)
+    ordered = movedim(sort(source, axis).values, axis, -1)      # nan last
+    data = ordered._data
+    size = data.shape[-1]
+    missing = xp.isnan(data)
+    valid = (size - missing.sum(axis=-1, keepdims=True)) if op == "nanquantile" else \
+        xp.full(data.shape[:-1] + (1,), size)
+    # Ranks into the valid prefix; a slice with nan (quantile) or of nan only (nanquantile) reads a nan.
+    has_nan = missing.any(axis=-1, keepdims=True) if op == "quantile" else (valid == 0)
+    dtype = input.dtype.numpy
+    last = xp.maximum(valid - 1, 0).astype(dtype)
+    ranks = q_values.astype(dtype) * last                          # shape (..., Q), in the input's precision
+    if interpolation == "lower":
+        ranks = xp.floor(ranks)
+    elif interpolation == "higher":
+        ranks = xp.ceil(ranks)
+    elif interpolation == "nearest":
+        ranks = xp.round(ranks)                                    # half to even, as torch.round
+    ranks = xp.where(has_nan, size - 1, ranks)
+    below = xp.floor(ranks).astype("int64")
+    above = xp.ceil(ranks).astype("int64")
+    low = gather(ordered, -1, _index_tensor(below, input))
+    high = gather(ordered, -1, _index_tensor(above, input))
+    if interpolation == "midpoint":
+        weights = _wrap(xp.where(below == above, 0.0, 0.5).astype(dtype), input)
+    elif interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+        # PyTorch's weights are ``q * (n - 1) - floor(...)``: q gets a gradient through them
+        spread = reshape(q, (1,) * (ranks.ndim - 1) + (-1,)) * _wrap(last, input) - _wrap(below.astype(dtype), input)
+        weights = where(_wrap(has_nan, input), 0.0, spread)
+    else:
+        weights = _wrap((ranks - below).astype(dtype), input)
+    result = lerp(low, high, weights)
+    result = movedim(result, -1, 0)                                # the q dimension leads
+    if dim is None:
+        result = reshape(result, (result.shape[0],) + ((1,) * input.ndim if keepdim else ()))
+    elif keepdim and input.ndim:
+        result = unsqueeze(result, axis + 1)
+    return reshape(result, result.shape[1:]) if scalar_q else result
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """The ``q``-quantiles (a number or a 1-D tensor in [0, 1]) over ``dim`` or all elements (``torch.quantile``).
+
+    ``interpolation`` between the two nearest ranks: linear, lower, higher, midpoint or nearest; a
+    tensor ``q`` adds a leading dimension. A slice holding nan gives nan.
+    """
+    return _quantile("quantile", input, q, dim, keepdim, interpolation)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """``quantile`` ignoring nan (nan only for a slice of nothing but nan)."""
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean of the non-nan elements (``torch.nanmean``); floating inputs only."""
+    from corenn.ops.elementwise import isnan, where
+    from corenn.ops.reduce import _axes
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(named(f"nanmean(): expected input to have floating point or complex dtype but got "
+                                 f"{_SHORT.get(input.dtype.name, input.dtype.name)}"))
+    present = ~isnan(input)
+    axes = _axes(dim, input.ndim)
+    total = _sum(where(present, input, 0.0), axes, keepdim)
+    return total / _sum(present, axes, keepdim).to(input.dtype)
+
+
+_SHORT = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Histograms and searching (not differentiable, as in PyTorch)
+# ---------------------------------------------------------------------------------------------------------
+
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    """Counts of ``input`` in ``bins`` equal bins over ``[min, max]`` (the data's range if both are 0).
+
+    Elements outside the range are ignored; the result has ``input``'s dtype (``torch.histc``).
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{_SHORT.get(input.dtype.name)}'")
+    bins = check_int(bins, "bins")
+    low, high = check_number(min, "min"), check_number(max, "max")
+    if bins <= 0:
+        raise RuntimeError("torch.histc: bins must be > 0, but got " + str(bins) + " for dimension 0")
+    xp = input._device._xp
+    data = input._data.reshape(-1)
+    if low == high and data.size:
+        low, high = data.min().item(), data.max().item()
+    if low == high:
+        low, high = low - 1, high + 1
+    if low > high:
+        raise RuntimeError(f"torch.histc: max must be larger than min")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise RuntimeError(f"torch.histc: range of [{low}, {high}] is not finite")
+    kept = data[(data >= low) & (data <= high)]
+    # PyTorch's linear interpolation of the bin, computed in the input's precision; the maximum goes last.
+    dtype = data.dtype
+    position = ((kept - dtype.type(low)) * dtype.type(bins) / (dtype.type(high) - dtype.type(low))).astype("int64")
+    position = xp.minimum(position, bins - 1)
+    counts = xp.bincount(position, minlength=bins)[:bins]
+    return _wrap(counts.astype(dtype), input)
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """``(hist, bin_edges)``: counts (or weights) of ``input`` in ``bins`` (a count or the edges themselves).
+
+    ``range=(min, max)`` bounds equal bins (the data's range by default); ``density`` normalises to a
+    probability density (``torch.histogram``).
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
+                           f"input {input.dtype} and bins {input.dtype}")
+    xp = input._device._xp
+    data = input._data.reshape(-1)
+    dtype = data.dtype
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1:
+            raise RuntimeError(f"torch.histogram(): bins tensor should have one dimension, but got {bins.ndim} "
+                               "dimensions")
+        if bins.dtype is not input.dtype:
+            raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
+                               f"input {input.dtype} and bins {bins.dtype}")
+        edges = bins._data.copy()
+    else:
+        count = check_int(bins, "bins")
+        if count <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {count} for dimension 0")
+        if range is not None:
+            low, high = (check_number(v, "range") for v in range)
+        elif data.size:
+            low, high = data.min().item(), data.max().item()
+        else:
+            low, high = 0.0, 0.0
+        if low > high:
+            raise RuntimeError(f"torch.histogram(): max must be larger than min, but got min {low} max {high}")
+        if low == high:
+            low, high = low - 0.5, high + 0.5
+        edges = xp.linspace(low, high, count + 1).astype(dtype)
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.shape != input.shape:
+            raise RuntimeError("torch.histogram: if weight tensor is provided it should have the same shape as the "
+                               "input tensor excluding its innermost dimension")
+        weights = weight._data.reshape(-1)
+    else:
+        weights = xp.ones(data.shape, dtype=dtype)
+    inside = (data >= edges[0]) & (data <= edges[-1])
+    position = xp.searchsorted(edges, data[inside], side="right") - 1
+    position = xp.minimum(position, edges.shape[0] - 2)  # the last edge closes the last bin
+    hist = xp.zeros(edges.shape[0] - 1, dtype=dtype)
+    xp.add.at(hist, position, weights[inside].astype(dtype))
+    if density:
+        hist = hist / (hist.sum() * xp.diff(edges))
+    return return_types.histogram(_wrap(hist.astype(dtype), input), _wrap(edges, input))
+
+
+def bincount(input, weights=None, minlength=0):
+    """Counts of each value of a 1-D non-negative integer tensor, or the sums of ``weights`` (``torch.bincount``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    minlength = check_int(minlength, "minlength")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is _dtype.bool_ or \
+            (input.numel() and input._data.min() < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    xp = input._device._xp
+    if weights is None:
+        return _wrap(xp.bincount(input._data, minlength=minlength).astype("int64"), input)
+    if not isinstance(weights, Tensor):
+        raise not_tensors(weights=weights)
+    if weights.ndim != 1 or weights.shape[0] != input.shape[0]:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    dtype = weights.dtype.numpy if weights.dtype.name in ("float32", "float16") else "float64"
+    counts = xp.zeros(builtins.max(minlength, int(input._data.max()) + 1 if input.numel() else 0), dtype=dtype)
+    xp.add.at(counts, input._data, weights._data.astype(dtype))  # summed in order, in the weights' precision
+    return _wrap(counts, input)
+
+
+def _search_result(xp, array, out_int32, like):
+    return Tensor._wrap(array.astype("int32" if out_int32 else "int64"), like._device)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None, out=None):
+    """Indices where ``input``'s values would go in the innermost dimension of ``sorted_sequence``.
+
+    ``right`` (or ``side='right'``) puts equal values after their matches; ``sorter`` gives the
+    order that sorts an unsorted sequence (``torch.searchsorted``).
+    """
+    if not isinstance(sorted_sequence, Tensor):
+        raise not_tensors(sorted_sequence=sorted_sequence)
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, got side of left "
+                               "while right was True")
+        right = side == "right"
+    xp = sorted_sequence._device._xp
+    scalar = not isinstance(input, Tensor)
+    values = xp.asarray(check_number(input, "input")) if scalar else input._data
+    boundaries = sorted_sequence._data
+    if sorter is not None:
+        if not isinstance(sorter, Tensor) or sorter.shape != sorted_sequence.shape:
+            raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
+                               f"tensor {list(sorted_sequence.shape)}and got sorter tensor "
+                               f"{list(getattr(sorter, 'shape', []))}")
+        boundaries = xp.take_along_axis(boundaries, sorter._data, -1)
+    way = "right" if right else "left"
+    if boundaries.ndim == 1:
+        return _search_result(xp, xp.searchsorted(boundaries, values, side=way), out_int32, sorted_sequence)
+    if scalar or values.shape[:-1] != boundaries.shape[:-1]:
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                           "of boundaries tensor and input value tensor must match, but we got boundaries tensor "
+                           f"{list(boundaries.shape)} and input value tensor {list(values.shape)}")
+    flat_bounds = boundaries.reshape(-1, boundaries.shape[-1])
+    flat_values = values.reshape(-1, values.shape[-1])
+    result = xp.stack([xp.searchsorted(b, v, side=way) for b, v in zip(flat_bounds, flat_values)]) \
+        if flat_bounds.shape[0] else xp.zeros(flat_values.shape, "int64")
+    return _search_result(xp, result.reshape(values.shape), out_int32, sorted_sequence)
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
+    """The bucket of each value: ``boundaries[i-1] < x <= boundaries[i]`` (``right=True``: ``<= x <``)."""
+    if not isinstance(boundaries, Tensor):
+        raise not_tensors(boundaries=boundaries)
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Collapse runs of equal consecutive elements (or slices along ``dim``) (``torch.unique_consecutive``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    xp = input._device._xp
+    if dim is None:
+        data = input._data.reshape(-1)
+        changes = data[1:] != data[:-1]
+    else:
+        axis = _normalize_dim(dim, input.ndim)
+        data = xp.moveaxis(input._data, axis, 0)
+        changes = (data[1:] != data[:-1]).reshape(builtins.max(data.shape[0] - 1, 0), -1).any(axis=1)
+    starts = xp.concatenate([xp.ones(builtins.min(data.shape[0], 1), bool), changes])
+    groups = xp.cumsum(starts) - 1
+    values = data[starts]
+    if dim is not None:
+        values = xp.moveaxis(values, 0, axis)
+    result = [_wrap(xp.ascontiguousarray(values), input)]
+    if return_inverse:
+        inverse = groups.reshape(input.shape) if dim is None else groups
+        result.append(_index_tensor(inverse, input))
+    if return_counts:
+        result.append(_index_tensor(xp.diff(xp.append(xp.nonzero(starts)[0], data.shape[0])), input))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Differences, integrals and sample statistics (composites: their gradients come from the ops they use)
+# ---------------------------------------------------------------------------------------------------------
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim``, after joining ``prepend`` and ``append`` (``torch.diff``)."""
+    from corenn.ops.elementwise import logical_xor
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    n = check_int(n, "n")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    axis = _normalize_dim(dim, input.ndim)
+    pieces = [t for t in (prepend, input, append) if t is not None]
+    for extra, name in ((prepend, "prepend"), (append, "append")):
+        if extra is not None:
+            if not isinstance(extra, Tensor):
+                raise not_tensors(**{name: extra})
+            if extra.ndim != input.ndim:
+                raise RuntimeError(f"diff expects prepend or append to be the same dimension as input")
+    result = cat(pieces, axis) if len(pieces) > 1 else input
+    for _ in range(n):
+        length = result.shape[axis]
+        if length == 0:
+            break
+        later, earlier = narrow(result, axis, 1, length - 1), narrow(result, axis, 0, length - 1)
+        result = logical_xor(later, earlier) if result.dtype is _dtype.bool_ else later - earlier
+    return result if result is not input else input.clone()
+
+
+def _spacing(y, x, dx, axis, op):
+    """The widths of the trapezoids along ``axis``: ``diff(x)`` broadcast like ``y``, or the number ``dx``."""
+    if x is None:
+        return 1.0 if dx is None else check_number(dx, "dx")
+    if isinstance(x, Tensor):
+        if x.ndim == 1:
+            if x.shape[0] != y.shape[axis]:
+                raise RuntimeError(f"{op}: There must be one `x` value for each sample point")
+            widths = diff(x)
+            shape = [1] * y.ndim
+            shape[axis] = widths.shape[0]
+            return reshape(widths, shape)
+        return diff(x, dim=axis)
+    return check_number(x, "dx")
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule's integral of ``y`` along ``dim`` over sample points ``x`` or spacing ``dx``."""
+    if not isinstance(y, Tensor):
+        raise not_tensors(y=y)
+    if x is not None and dx is not None:
+        raise RuntimeError("trapezoid: received both x and dx, but only one of them may be given")
+    axis = _normalize_dim(dim, y.ndim)
+    length = y.shape[axis]
+    if length == 0:
+        return _sum(y, axis)
+    widths = _spacing(y, x, dx, axis, "trapezoid")
+    heights = narrow(y, axis, 1, length - 1) + narrow(y, axis, 0, length - 1)
+    return _sum(heights * widths, axis) / 2
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """The same integral as :func:`trapezoid` (``torch.trapz``)."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running trapezoidal integral of ``y`` along ``dim``: one element fewer than ``y`` there."""
+    from corenn.ops.reduce import cumsum
+    if not isinstance(y, Tensor):
+        raise not_tensors(y=y)
+    if x is not None and dx is not None:
+        raise RuntimeError("cumulative_trapezoid: received both x and dx, but only one of them may be given")
+    axis = _normalize_dim(dim, y.ndim)
+    length = y.shape[axis]
+    if length == 0:
+        return y.clone()
+    widths = _spacing(y, x, dx, axis, "cumulative_trapezoid")
+    heights = narrow(y, axis, 1, length - 1) + narrow(y, axis, 0, length - 1)
+    return cumsum(heights * widths / 2, axis)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in ``input``'s rows (observations in columns), ``torch.cov``.
+
+    ``fweights`` (integer frequencies) and ``aweights`` (observation weights) weight the columns.
+    """
+    from corenn.ops.linalg import matmul
+    from corenn.ops.movement import t as transpose_
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.ndim} dimensions")
+    correction = check_number(correction, "correction")
+    x = reshape(input, (1, -1)) if input.ndim < 2 else input
+    x = to_floating(x)
+    observations = x.shape[1]
+    weights = None
+    for given, name in ((fweights, "fweights"), (aweights, "aweights")):
+        if given is None:
+            continue
+        if not isinstance(given, Tensor):
+            raise not_tensors(**{name: given})
+        if given.ndim > 1:
+            raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
+                               f"{given.ndim} dimensions")
+        if given.numel() != observations:
+            raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in the "
+                               f"input but got {given.numel()} != {observations}")
+        if name == "fweights" and given.dtype.is_floating_point:
+            raise RuntimeError("cov(): expected fweights to have integral dtype but got fweights with "
+                               f"{given.dtype} dtype")
+        if name == "aweights" and not given.dtype.is_floating_point:
+            raise RuntimeError("cov(): expected aweights to have floating point dtype but got aweights with "
+                               f"{given.dtype} dtype")
+        if given.numel() and given._data.min() < 0:
+            raise RuntimeError(f"cov(): {name} cannot be negative")
+        given = reshape(given, -1).to(x.dtype)
+        weights = given if weights is None else weights * given
+    if weights is None:
+        average = _sum(x, 1) / observations
+        total = observations
+    else:
+        total = _sum(weights)
+        average = _sum(x * weights, 1) / total
+    if weights is not None and aweights is not None and correction != 0:
+        normalizer = total - correction * _sum(weights * reshape(aweights, -1).to(x.dtype)) / total
+    else:
+        normalizer = total - correction
+    if float(normalizer) <= 0:
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less than the number of "
+                      "observations.", UserWarning, stacklevel=2)
+        normalizer = normalizer * 0
+    centered = x - unsqueeze(average, 1)
+    product = matmul(centered, transpose_(centered if weights is None else centered * weights))
+    return squeeze(product / normalizer)
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the variables in ``input``'s rows, clipped to [-1, 1]."""
+    from corenn.ops.elementwise import clamp, sqrt
+    from corenn.ops.movement import diagonal
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim > 2:
+        raise RuntimeError(f"corrcoef(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.ndim} dimensions")
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    scale = sqrt(diagonal(c))
+    c = c / unsqueeze(scale, 1) / unsqueeze(scale, 0)
+    return clamp(c, -1, 1)
+
+
+def renorm(input, p, dim, maxnorm):
+    """Scale each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` down to that norm (``torch.renorm``)."""
+    from corenn.ops.elementwise import where
+    from corenn.ops.reduce import norm
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    p, maxnorm = check_number(p, "p"), check_number(maxnorm, "maxnorm")
+    if p <= 0:
+        raise RuntimeError(f"renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if input.ndim <= 1:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+    axis = _normalize_dim(dim, input.ndim)
+    others = tuple(d for d in range(input.ndim) if d != axis)
+    norms = norm(input, p, others, keepdim=True)
+    # PyTorch's factor, 1e-7 included: a slice just over the limit lands just under it
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
+def sum_to_size(input, *size):
+    """``input`` summed down to ``size``, which ``input`` must expand from (``Tensor.sum_to_size``)."""
+    from corenn.ops.movement import _sizes
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    size = _sizes(size)
+    shape = tuple(input.shape)
+    if len(size) > len(shape) or builtins.any(s != 1 and s != shape[len(shape) - len(size) + i]
+                                              for i, s in enumerate(size)):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+    leading = len(shape) - len(size)
+    result = _sum(input, tuple(range(leading))) if leading else input
+    ones = tuple(i for i, s in enumerate(size) if s == 1 and result.shape[i] != 1)
+    if ones:
+        result = _sum(result, ones, keepdim=True)
+    return result if result is not input else input
+
+
+# The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and callable(value) and not isinstance(value, type)
+           and getattr(value, "__module__", None) == __name__ and name != "sum_to_size"]  # a Tensor method only

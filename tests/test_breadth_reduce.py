@@ -1,0 +1,204 @@
+"""Reductions and statistics added for issue 22 (median, mode, kthvalue, quantile, cummax, logcumsumexp,
+histograms, searching, diff, cov, trapezoid, renorm) against PyTorch 2.13: values, index outputs and gradients
+on float64 inputs, gradcheck, and PyTorch's errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import corenn
+
+from _breadth_outputs import check_gradients, match_torch
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+RNG = np.random.default_rng(23)
+
+
+def _distinct(*shape):
+    """Distinct values (no ties: the index PyTorch reports among equal values is unspecified)."""
+    size = int(np.prod(shape))
+    return (RNG.permutation(size) + RNG.uniform(0.1, 0.9, size)).reshape(shape) - size / 2
+
+
+def _normal(*shape):
+    return RNG.standard_normal(shape)
+
+
+def _with_nan(*shape):
+    a = _distinct(*shape)
+    a.reshape(-1)[RNG.choice(a.size, a.size // 3, replace=False)] = np.nan
+    return a
+
+
+def _tuple(result):
+    return tuple(result) if isinstance(result, tuple) else result
+
+
+CASES = [
+    ("median", lambda lib, x: lib.median(x), [_distinct(3, 4)]),
+    ("median-even", lambda lib, x: x.median(), [_distinct(6)]),
+    ("median-dim", lambda lib, x: _tuple(lib.median(x, 1)), [_distinct(3, 4)]),
+    ("median-keepdim", lambda lib, x: _tuple(x.median(0, keepdim=True)), [_distinct(3, 5, 2)]),
+    ("median-nan", lambda lib, x: _tuple(lib.median(x, 1)), [np.array([[1.0, np.nan, 3.0], [2.0, 0.0, 1.0]])]),
+    ("median-0d", lambda lib, x: _tuple(lib.median(x, 0)), [np.array(2.5)]),
+    ("nanmedian", lambda lib, x: lib.nanmedian(x), [_with_nan(3, 4)]),
+    ("nanmedian-dim", lambda lib, x: _tuple(x.nanmedian(-1)), [np.array([[1.0, np.nan, 3.0, 2.0],
+                                                                         [np.nan, 1.0, 4.0, np.nan],
+                                                                         [5.0, 4.0, 3.0, 0.0]])]),
+    ("kthvalue", lambda lib, x: _tuple(lib.kthvalue(x, 2)), [_distinct(3, 4)]),
+    ("kthvalue-dim", lambda lib, x: _tuple(x.kthvalue(3, 0, True)), [_distinct(4, 2)]),
+    ("mode", lambda lib, x: _tuple(lib.mode(x)), [RNG.integers(0, 3, (4, 6)).astype(float)]),
+    ("mode-dim", lambda lib, x: _tuple(x.mode(0, keepdim=True)), [RNG.integers(0, 3, (5, 3)).astype(float)]),
+    ("msort", lambda lib, x: lib.msort(x), [_distinct(4, 3)]),
+    ("msort-method", lambda lib, x: x.msort(), [_distinct(4)]),
+    ("cummax", lambda lib, x: _tuple(lib.cummax(x, 1)), [_distinct(3, 5)]),
+    ("cummax-ties", lambda lib, x: _tuple(x.cummax(0)), [np.array([1.0, 3.0, 3.0, 2.0, 3.0, 5.0])]),
+    ("cummin", lambda lib, x: _tuple(lib.cummin(x, 0)), [_distinct(4, 3)]),
+    ("cummin-nan", lambda lib, x: _tuple(x.cummin(0)), [np.array([1.0, np.nan, 0.0, np.nan, -1.0])]),
+    ("logcumsumexp", lambda lib, x: lib.logcumsumexp(x, 1), [_normal(3, 4)]),
+    ("logcumsumexp-wide", lambda lib, x: x.logcumsumexp(0), [np.array([-800.0, 1.0, 700.0, -3.0])]),
+    ("quantile", lambda lib, x: lib.quantile(x, 0.3), [_normal(3, 4)]),
+    ("quantile-dim", lambda lib, x, q: lib.quantile(x, q, dim=1, keepdim=True), [_normal(3, 5),
+                                                                               np.array([0.05, 0.3, 0.6, 0.95])]),
+    ("quantile-all-keepdim", lambda lib, x, q: x.quantile(q, keepdim=True), [_normal(2, 3), np.array([0.5, 0.9])]),
+    ("quantile-nan", lambda lib, x: lib.quantile(x, 0.5, 1), [np.array([[1.0, np.nan, 3.0], [2.0, 0.0, 1.0]])]),
+    ("nanquantile", lambda lib, x: lib.nanquantile(x, 0.4, 1), [_with_nan(3, 5)]),
+    ("nanquantile-q", lambda lib, x, q: x.nanquantile(q, 0), [_with_nan(6, 2), np.array([0.1, 0.7])]),
+    ("nanmean", lambda lib, x: lib.nanmean(x), [_with_nan(3, 4)]),
+    ("nanmean-dim", lambda lib, x: x.nanmean(1, keepdim=True), [_with_nan(3, 4)]),
+    ("diff", lambda lib, x: lib.diff(x), [_normal(3, 4)]),
+    ("diff-n2-dim0", lambda lib, x: x.diff(2, 0), [_normal(5, 3)]),
+    ("diff-prepend-append", lambda lib, x, p, a: lib.diff(x, 1, 1, p, a), [_normal(2, 3), _normal(2, 1),
+                                                                          _normal(2, 2)]),
+    ("diff-n-too-large", lambda lib, x: lib.diff(x, 5), [_normal(3)]),
+    ("cov", lambda lib, x: lib.cov(x), [_normal(3, 5)]),
+    ("cov-1d", lambda lib, x: x.cov(correction=0), [_normal(5)]),
+    ("cov-weights", lambda lib, x, a: lib.cov(x, fweights=lib.tensor([1, 2, 1, 3]), aweights=a),
+     [_normal(2, 4), RNG.uniform(0.5, 2, 4)]),
+    ("corrcoef", lambda lib, x: lib.corrcoef(x), [_normal(3, 6)]),
+    ("corrcoef-method", lambda lib, x: x.corrcoef(), [_normal(2, 4)]),
+    ("trapezoid", lambda lib, y: lib.trapezoid(y), [_normal(3, 4)]),
+    ("trapezoid-x", lambda lib, y, x: lib.trapezoid(y, x, dim=0), [_normal(4, 3), np.sort(_normal(4))]),
+    ("trapezoid-xnd", lambda lib, y, x: lib.trapezoid(y, x), [_normal(2, 4), _normal(2, 4)]),
+    ("trapezoid-dx", lambda lib, y: lib.trapezoid(y, dx=0.5), [_normal(3, 4)]),
+    ("trapz", lambda lib, y, x: lib.trapz(y, x), [_normal(3, 4), np.sort(_normal(4))]),
+    ("trapz-dx", lambda lib, y: lib.trapz(y, dx=2.0, dim=0), [_normal(3, 4)]),
+    ("cumulative_trapezoid", lambda lib, y: lib.cumulative_trapezoid(y), [_normal(3, 4)]),
+    ("cumulative_trapezoid-x", lambda lib, y, x: lib.cumulative_trapezoid(y, x, dim=0), [_normal(4, 2),
+                                                                                          np.sort(_normal(4))]),
+    ("renorm", lambda lib, x: lib.renorm(x, 2, 0, 1.0), [_normal(3, 4)]),
+    ("renorm-p1", lambda lib, x: x.renorm(1, 1, 2.5), [_normal(3, 4, 2)]),
+    ("sum_to_size", lambda lib, x: x.sum_to_size(3, 1), [_normal(2, 3, 4)]),
+    ("sum_to_size-tuple", lambda lib, x: x.sum_to_size((1, 4)), [_normal(3, 4)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", CASES, ids=[c[0] for c in CASES])
+def test_matches_torch(name, fn, arrays):
+    match_torch(lambda *t: fn(corenn, *t), lambda *t: fn(torch, *t), arrays, torch)
+    # ties (mode, cummax-ties) and nan make finite differences meaningless
+    if "mode" not in name and "ties" not in name and not any(np.isnan(a).any() for a in arrays):
+        check_gradients(lambda *t: fn(corenn, *t), arrays)
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile_interpolations(interpolation):
+    x = _normal(4, 7)
+    q = np.array([0.0, 0.1, 0.5, 0.75, 1.0])
+    match_torch(lambda t, r: corenn.quantile(t, r, 1, interpolation=interpolation),
+                lambda t, r: torch.quantile(t, r, 1, interpolation=interpolation), [x, q], torch)
+    match_torch(lambda t: corenn.nanquantile(t, 0.5, 0, interpolation=interpolation),
+                lambda t: torch.nanquantile(t, 0.5, 0, interpolation=interpolation), [_with_nan(7, 3)], torch)
+
+
+def _values(result):
+    return [r.numpy() for r in (result if isinstance(result, tuple) else (result,))]
+
+
+SEARCH_CASES = [
+    ("histc", lambda lib, x: lib.histc(x, bins=5), [_normal(20)]),
+    ("histc-range", lambda lib, x: x.histc(4, min=-1, max=1), [_normal(3, 7)]),
+    ("histc-constant", lambda lib, x: lib.histc(x, 3), [np.ones(3)]),
+    ("histogram", lambda lib, x: tuple(lib.histogram(x, 5)), [_normal(20)]),
+    ("histogram-range-density", lambda lib, x: tuple(x.histogram(4, range=(-1.0, 1.0), density=True)),
+     [_normal(30)]),
+    ("histogram-edges-weight", lambda lib, x, e, w: tuple(lib.histogram(x, e, weight=w)),
+     [_normal(10), np.array([-1.0, 0.0, 0.5, 2.0]), RNG.uniform(0, 2, 10)]),
+    ("bincount", lambda lib, x: lib.bincount(x), [RNG.integers(0, 5, 12)]),
+    ("bincount-minlength", lambda lib, x: x.bincount(minlength=9), [RNG.integers(0, 5, 12)]),
+    ("bincount-weights", lambda lib, x, w: lib.bincount(x, w), [RNG.integers(0, 5, 12), _normal(12)]),
+    ("bincount-int-weights", lambda lib, x, w: lib.bincount(x, w), [RNG.integers(0, 5, 6), RNG.integers(0, 5, 6)]),
+    ("bincount-float32-weights", lambda lib, x, w: lib.bincount(x, w.float()), [RNG.integers(0, 5, 6), _normal(6)]),
+    ("searchsorted", lambda lib, s, v: lib.searchsorted(s, v), [np.array([1.0, 3.0, 5.0, 7.0]),
+                                                                np.array([[0.0, 3.0], [5.0, 9.0]])]),
+    ("searchsorted-right", lambda lib, s, v: lib.searchsorted(s, v, right=True), [np.array([1.0, 3.0, 5.0]),
+                                                                                  np.array([3.0, 5.0, 0.0])]),
+    ("searchsorted-side", lambda lib, s, v: lib.searchsorted(s, v, side="right", out_int32=True),
+     [np.array([[1.0, 3.0, 5.0], [2.0, 2.0, 4.0]]), np.array([[3.0], [2.0]])]),
+    ("searchsorted-sorter", lambda lib, s, v, o: lib.searchsorted(s, v, sorter=o),
+     [np.array([5.0, 1.0, 3.0]), np.array([2.0, 5.0]), np.array([1, 2, 0])]),
+    ("searchsorted-scalar", lambda lib, s: lib.searchsorted(s, 4), [np.array([1, 3, 5])]),
+    ("bucketize", lambda lib, v, b: lib.bucketize(v, b), [np.array([[1.0, 6.0], [3.0, 9.0]]),
+                                                          np.array([1.0, 3.0, 5.0, 7.0])]),
+    ("bucketize-right", lambda lib, v, b: lib.bucketize(v, b, right=True, out_int32=True),
+     [np.array([1.0, 6.0, 3.0]), np.array([1.0, 3.0, 5.0])]),
+    ("unique_consecutive", lambda lib, x: lib.unique_consecutive(x), [np.array([1, 1, 2, 2, 3, 1, 1, 2])]),
+    ("unique_consecutive-all", lambda lib, x: tuple(x.unique_consecutive(return_inverse=True, return_counts=True)),
+     [np.array([[1, 1], [2, 1]])]),
+    ("unique_consecutive-dim", lambda lib, x: tuple(lib.unique_consecutive(x, True, True, dim=0)),
+     [np.array([[1, 2], [1, 2], [3, 4], [1, 2]])]),
+    ("unique_consecutive-dim1", lambda lib, x: tuple(lib.unique_consecutive(x, return_counts=True, dim=1)),
+     [np.array([[1, 1, 2], [3, 3, 4]])]),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", SEARCH_CASES, ids=[c[0] for c in SEARCH_CASES])
+def test_counting_and_searching_match_torch(name, fn, arrays):
+    match_torch(lambda *t: fn(corenn, *t), lambda *t: fn(torch, *t), arrays, torch, check_grad=False)
+
+
+def test_nanmedian_of_only_nan_is_nan():
+    values, indices = corenn.nanmedian(corenn.tensor([[np.nan, np.nan], [1.0, np.nan]]), 1)
+    np.testing.assert_array_equal(values.numpy(), [np.nan, 1.0])
+    assert indices[1].item() == 0
+
+
+def test_median_gradient_goes_to_the_chosen_element():
+    match_torch(lambda t: corenn.median(t), lambda t: torch.median(t), [np.array([1.0, 3.0, 2.0, 0.5])], torch)
+
+
+def test_logcumsumexp_conformance_kernel():
+    check_gradients(lambda t: corenn.logcumsumexp(t, -1), [_normal(2, 5)])
+
+
+def test_errors_match_torch():
+    x = corenn.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(RuntimeError, match="out of range"):
+        corenn.kthvalue(x, 3, 1)
+    with pytest.raises(IndexError, match="non-zero size"):
+        corenn.median(corenn.zeros(2, 0), 1)
+    with pytest.raises(RuntimeError, match=r"range \[0, 1\]"):
+        corenn.quantile(x, 1.5)
+    with pytest.raises(RuntimeError, match="interpolation"):
+        corenn.quantile(x, 0.5, interpolation="cubic")
+    with pytest.raises(RuntimeError, match="float or double"):
+        corenn.quantile(corenn.tensor([1, 2]), 0.5)
+    with pytest.raises(RuntimeError, match="non-negative"):
+        corenn.bincount(corenn.tensor([1, -1]))
+    with pytest.raises(RuntimeError, match="opposites"):
+        corenn.searchsorted(corenn.tensor([1.0, 2.0]), corenn.tensor([1.0]), right=True, side="left")
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        corenn.histc(x, 0)
+    with pytest.raises(RuntimeError, match="one-dimensional"):
+        corenn.diff(corenn.tensor(1.0))
+    with pytest.raises(RuntimeError, match="expandable"):
+        x.sum_to_size(3)
+    with pytest.raises(RuntimeError, match="floating point"):
+        corenn.nanmean(corenn.tensor([1, 2]))
+    for call in (lambda lib: lib.kthvalue(lib.tensor([[1.0, 2.0]]), 3, 1),
+                 lambda lib: lib.quantile(lib.tensor([1.0]), 1.5),
+                 lambda lib: lib.bincount(lib.tensor([1, -1])),
+                 lambda lib: lib.tensor([[1.0, 2.0]]).sum_to_size(3)):
+        with pytest.raises(RuntimeError):
+            call(torch)
