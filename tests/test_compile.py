@@ -247,6 +247,56 @@ def test_non_leaf_inputs_keep_their_history():
         assert _equal(x.grad, 8 * x.detach())
 
 
+def _conv_block(x, w, b):
+    # Shared intermediates, a parameter read twice, a multi-input kernel that reads needs_input_grad,
+    # and two outputs, one of which also feeds the other.
+    h = corenn.nn.functional.conv2d(x, w, b, padding=1).tanh()
+    return h, (h * w.sum() + h.exp()).mean()
+
+
+def test_a_replayed_call_has_one_backward_node_and_eager_gradients():
+    rng = np.random.default_rng(0)
+    x_np, w_np, b_np = (rng.standard_normal(s).astype(np.float64) for s in ((2, 3, 5, 5), (4, 3, 3, 3), (4,)))
+    compiled = corenn.compile(_conv_block)
+    for call in range(3):  # the first call captures, the others replay
+        grads = []
+        for fn in (_conv_block, compiled):
+            x, w, b = (corenn.tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+            h, loss = fn(x, w, b)
+            (loss + (h ** 2).sum()).backward()
+            grads.append((x.grad, w.grad, b.grad, h, loss))
+        for ours, eager in zip(grads[1], grads[0]):
+            np.testing.assert_allclose(ours.detach().numpy(), eager.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert h.grad_fn.name() == "CompiledFunctionBackward" and loss.grad_fn is h.grad_fn
+    assert [edge[0] for edge in h.grad_fn.next_functions if edge[0] is not None] != []
+
+
+def test_a_replayed_call_frees_its_graph_after_backward_unless_retained():
+    compiled = corenn.compile(lambda x, w: (x * w).sin().sum())
+    x, w = corenn.randn(4, requires_grad=True), corenn.randn(4, requires_grad=True)
+    compiled(x, w)  # capture
+    out = compiled(x, w)
+    out.backward(retain_graph=True)
+    first = w.grad.clone()
+    out.backward()
+    assert _equal(w.grad, 2 * first)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()
+    assert out.grad_fn.ctxs is None  # the captured nodes and their saved arrays are gone
+
+
+def test_autograd_grad_and_output_hooks_through_a_replayed_call():
+    compiled = corenn.compile(lambda x: (x * x).sum() * 3)
+    x = corenn.randn(5, requires_grad=True)
+    compiled(x)
+    out = compiled(x)
+    seen = []
+    out.register_hook(lambda g: seen.append(float(g)) or g * 2)
+    (grad,) = corenn.autograd.grad(out, [x])
+    assert seen == [1.0]
+    np.testing.assert_allclose(grad.numpy(), 12 * x.detach().numpy(), rtol=1e-6)
+
+
 def test_parameters_changed_between_calls_are_read_live():
     layer = nn.Linear(3, 2)
     compiled = corenn.compile(layer)

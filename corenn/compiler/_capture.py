@@ -553,6 +553,11 @@ class Program:
         self.kernel_count = sum(1 for step in self.steps if step[0] == KERNEL)
         # The plain kernel steps, compiled once into the tuples the replay loop unpacks.
         self.guards = [(step[1], step[3], step[4], step[5]) for step in self.steps if step[0] == LOAD]
+        self.fused = _FusedBackwardPlan.build(self.steps, self.output, effects)
+        if self.fused is not None:
+            # Kernel steps carry their needs_input_grad markers instead of edge specs: see replay.
+            self.steps = [step[:6] + (self.fused.markers[index],) + step[7:] if step[0] is KERNEL else step
+                          for index, step in enumerate(self.steps)]
 
     def still_valid(self) -> str | None:
         """Why this program cannot replay now (a kernel table or an outside tensor changed), or None."""
@@ -566,6 +571,7 @@ class Program:
         return None
 
     def replay(self, input_tensors):
+        fused = self.fused
         env = self.env_template[:]
         for i, t in enumerate(input_tensors):
             env[i] = t._data
@@ -591,7 +597,10 @@ class Program:
                 else:
                     for slot, o in zip(out_slots, out):
                         env[slot] = asarray(o) if o.__class__ in scalar_types else o
-                if edges is not None:
+                if edges is not None and fused is not None:
+                    ctx.next_edges = edges  # markers for needs_input_grad: the fused node walks these nodes
+                    ctxs[index] = ctx
+                elif edges is not None:
                     specs, name = edges
                     # Inlined for the commonest edges (none, or an earlier step's node): one call less per input.
                     ctx.next_edges = tuple([None if spec is None else (ctxs[spec[1]], spec[2]) if spec[0] == "step"
@@ -622,6 +631,14 @@ class Program:
             elif kind == KEEP_MASK:
                 _, original, like_slot, device, p, shape, slot = step
                 env[slot] = original(_node._make(env[like_slot], device, None, 0), p, shape)
+        if fused is not None:
+            node = CompiledFunctionBackward()
+            node.ctxs = ctxs
+            node.plan = fused
+            node.num_outputs = fused.num_outputs
+            node.next_edges = tuple([_replay_edge(spec, ctxs, input_tensors) for spec in fused.outer_specs])
+            node.sequence_nr = next_nr()
+            return _build_fused_output(fused.output, env, node, input_tensors)
         for ref, spec in self.effects:
             t = _resolve_leaf(ref, input_tensors)
             slot, node, output_nr, requires_grad, device = spec
@@ -630,6 +647,159 @@ class Program:
             t._output_nr = output_nr
             t._requires_grad = requires_grad
         return _build_output(self.output, env, ctxs, input_tensors)
+
+
+class _FusedBackwardPlan:
+    """How one node runs the backward of a whole replayed call, as AOTAutograd's compiled backward does.
+
+    Replaying a call that only computes (kernels, loads of outside tensors, dropout masks) gives
+    its outputs a single ``CompiledFunctionBackward`` node instead of one node per kernel. Its
+    backward runs the captured kernels' backwards in reverse capture order (a node only feeds
+    nodes created before it), summing gradients in a list indexed by step, and returns the
+    gradients for the edges that leave the call: its input tensors, parameters and other outside
+    tensors. The engine's per-node work -- the heap, the hook and saved-state checks, the
+    buffers keyed by node -- is paid once per call instead of once per kernel.
+    """
+
+    def __init__(self, markers, actions, order, outer_specs, output, outputs_of_steps):
+        self.markers = markers          # step -> next_edges stand-in: True where the input wants a gradient
+        self.actions = actions          # step -> per input: None, ("inner", step, output_nr) or ("outer", edge)
+        self.order = order              # kernel steps with a node, latest first
+        self.outer_specs = outer_specs  # edge specs of the fused node (each once)
+        self.output = output            # the output spec, tensors numbered as the fused node's outputs
+        self.outputs_of_steps = outputs_of_steps  # fused output -> (step, output_nr) of the kernel that made it
+        self.num_outputs = len(outputs_of_steps)
+
+    @classmethod
+    def build(cls, steps, output, effects):
+        """The plan, or None where the call does more than compute (backward, optimizer steps, writes)."""
+        if effects or any(step[0] not in (KERNEL, LOAD, KEEP_MASK) for step in steps):
+            return None
+        outputs: list = []  # (step, output_nr) of each fused output
+        fused_output = cls._number_outputs(output, outputs)
+        if fused_output is None or not outputs:
+            return None
+        markers: dict = {}
+        actions: dict = {}
+        outer_specs: list = []
+        outer_index: dict = {}
+        for index, step in enumerate(steps):
+            if step[0] is not KERNEL or step[6] is None:
+                continue
+            specs, _ = step[6]
+            markers[index] = tuple(None if spec is None else True for spec in specs)
+            per_input = []
+            for spec in specs:
+                if spec is None:
+                    per_input.append(None)
+                elif spec[0] == "step":
+                    per_input.append(("inner", spec[1], spec[2]))
+                else:
+                    key = (spec[0], spec[1]) if spec[0] != "fixed" else ("fixed", id(spec[1][0]), spec[1][1])
+                    if key not in outer_index:
+                        outer_index[key] = len(outer_specs)
+                        outer_specs.append(spec)
+                    per_input.append(("outer", outer_index[key]))
+            actions[index] = tuple(per_input)
+        order = sorted(actions, reverse=True)
+        return cls([markers.get(index) for index in range(len(steps))], actions, order, tuple(outer_specs),
+                   fused_output, tuple(outputs))
+
+    @classmethod
+    def _number_outputs(cls, spec, outputs):
+        """``spec`` with each tensor made by a kernel step numbered as a fused output; None if not fusable."""
+        kind = spec[0]
+        if kind == "tensor":
+            slot, node, output_nr, requires_grad, device = spec[1]
+            if node is None:
+                return ("fused", (slot, None, requires_grad, device))
+            if node[0] != "step":
+                return None
+            outputs.append((node[1], output_nr))
+            return ("fused", (slot, len(outputs) - 1, requires_grad, device))
+        if kind in ("seq", "named"):
+            parts = tuple(cls._number_outputs(s, outputs) for s in spec[2])
+            return None if any(p is None for p in parts) else (kind, spec[1], parts)
+        if kind == "dict":
+            parts = tuple((key, cls._number_outputs(s, outputs)) for key, s in spec[1])
+            return None if any(p is None for _, p in parts) else (kind, parts)
+        return spec
+
+
+class CompiledFunctionBackward(_node.Node):
+    """The one node of a replayed call's outputs (see :class:`_FusedBackwardPlan`)."""
+
+    grad_fn_name = "CompiledFunctionBackward"
+    _saved_state = (True,)  # truthy: the engine marks it freed after a backward without retain_graph
+
+    @property
+    def saved(self):
+        return self._saved_state
+
+    @saved.setter
+    def saved(self, value):
+        if value is _node._FREED:
+            self.ctxs = None  # the captured nodes and the arrays they saved go now, as eager's would
+        self._saved_state = value
+
+    @staticmethod
+    def backward(self, grad_outputs):
+        plan = self.plan
+        ctxs = self.ctxs
+        buffers: dict = {}
+        seeds = (grad_outputs,) if plan.num_outputs == 1 else grad_outputs
+        for (step, output_nr), grad in zip(plan.outputs_of_steps, seeds):
+            if grad is not None:
+                _accumulate(buffers, ctxs[step], step, output_nr, grad)
+        outer = [None] * len(self.next_edges)
+        actions = plan.actions
+        for step in plan.order:
+            grad_outputs = buffers.pop(step, None)
+            if grad_outputs is None:
+                continue
+            ctx = ctxs[step]
+            grad_inputs = ctx.backward(ctx, grad_outputs)
+            if grad_inputs.__class__ is not tuple:
+                grad_inputs = (grad_inputs,)
+            for action, grad in zip(actions[step], grad_inputs):
+                if grad is None or action is None:
+                    continue
+                if action[0] == "outer":
+                    e = action[1]
+                    outer[e] = grad if outer[e] is None else outer[e] + grad
+                else:
+                    _accumulate(buffers, ctxs[action[1]], action[1], action[2], grad)
+        return tuple(outer)
+
+
+def _accumulate(buffers, ctx, step, output_nr, grad):
+    """Add ``grad`` to what step ``step``'s node has received (a list per output for multi-output nodes)."""
+    if ctx.num_outputs == 1:
+        existing = buffers.get(step)
+        buffers[step] = grad if existing is None else existing + grad
+        return
+    slots = buffers.get(step)
+    if slots is None:
+        slots = buffers[step] = [None] * ctx.num_outputs
+    slots[output_nr] = grad if slots[output_nr] is None else slots[output_nr] + grad
+
+
+def _build_fused_output(spec, env, node, input_tensors):
+    kind = spec[0]
+    if kind == "fused":
+        slot, output_nr, requires_grad, device = spec[1]
+        t = _node._make(env[slot], device, None if output_nr is None else node, output_nr or 0)
+        t._requires_grad = requires_grad
+        return t
+    if kind == "input":
+        return input_tensors[spec[1]]
+    if kind == "object":
+        return spec[1]
+    if kind == "seq":
+        return spec[1](_build_fused_output(s, env, node, input_tensors) for s in spec[2])
+    if kind == "named":
+        return spec[1](*[_build_fused_output(s, env, node, input_tensors) for s in spec[2]])
+    return {key: _build_fused_output(s, env, node, input_tensors) for key, s in spec[1]}
 
 
 def _write_into(target, source, device):
