@@ -1725,3 +1725,22 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
         [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0]
     """
     return _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CTC loss (the kernel: corenn/ops/ctc.py)
+# ---------------------------------------------------------------------------------------------------------
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """Connectionist temporal classification loss of (T, N, C) log probabilities (``log_softmax`` output).
+
+    ``targets`` is (N, S) padded, or 1-D with every sample's targets one after the other;
+    ``reduction='mean'`` divides each sample's loss by its target length, then averages.
+
+        >>> lp = corenn.randn(6, 2, 4).log_softmax(2)
+        >>> F.ctc_loss(lp, corenn.tensor([[1, 2], [3, 0]]), [6, 5], [2, 1]).shape
+        corenn.Size([])
+    """
+    from corenn.ops.ctc import _ctc_loss
+    return _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(None, None, reduction),
+                     zero_infinity)

@@ -11,6 +11,8 @@ import inspect
 from corenn.dispatch import KernelRegistration
 from corenn.hookspecs import hookimpl
 from corenn.ops import elementwise, linalg, movement, nn, reduce
+from corenn.ops import special
+from corenn.ops.special import *  # noqa: F401,F403
 from corenn.ops import activation, conv, dropout, embedding, loss, normalization, pooling  # layer kernels
 from corenn.ops import optim_update  # noqa: F401 - sgd_update / adam_update, looked up by corenn.optim
 from corenn.ops import upsample  # noqa: F401 - the "upsample" kernel behind nn.functional.interpolate
@@ -43,7 +45,7 @@ from corenn.ops.reduce import *  # noqa: F401,F403
 from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F401,A004
 
 
-__all__ = sorted(set(elementwise.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
+__all__ = sorted(set(elementwise.__all__ + special.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
                      + statistics.__all__
                      + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__ + ctc.__all__
                      + ["return_types"]))
@@ -83,6 +85,7 @@ softmax log_softmax
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm
 is_signed is_conj is_neg is_nonzero is_same_size conj conj_physical resolve_conj resolve_neg isreal isposinf isneginf
+lgamma digamma polygamma mvlgamma erfc erfinv i0 igamma igammac
 """.split()
 
 
@@ -95,7 +98,8 @@ public_function(_where_method, "where")
 
 
 def _bind_methods(tensor_cls):
-    namespace = dict(globals(), where=_where_method)  # the method's first operand is the values, not the condition
+    # where's and polygamma's methods take their operands in another order than the functions
+    namespace = dict(globals(), where=_where_method, polygamma=special._polygamma_method)
     for name in TENSOR_METHODS:
         setattr(tensor_cls, name, namespace[name])
     tensor_cls.__add__ = tensor_cls.__radd__ = namespace["add"]
@@ -121,7 +125,7 @@ asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh 
 logit sgn atan2 arctan2 hypot copysign ldexp nextafter heaviside gcd lcm absolute negative exp2 log2 log10 rsqrt tan
 fix eq ne lt le gt ge greater greater_equal less less_equal not_equal bitwise_and
 bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift subtract multiply divide true_divide
-floor_divide xlogy nan_to_num cumsum cumprod
+floor_divide xlogy nan_to_num cumsum cumprod lgamma digamma polygamma mvlgamma erfc erfinv i0 igamma igammac
 addmm baddbmm addmv addr addbmm
 """.split()
 

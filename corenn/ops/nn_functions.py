@@ -27,7 +27,11 @@ _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
 def _reduction(reduction, op):
-    """ATen's int reduction (``torch.nn._reduction.get_enum``) as nn.functional's string."""
+    """ATen's int reduction (``torch.nn._reduction.get_enum``) as nn.functional's string.
+
+    The defaults are 0 (none): ATen's schemas say ``reduction=Mean``, but PyTorch's Python binding reads
+    that default as 0, so ``torch.kl_div(a, b)`` is elementwise; a port must get what PyTorch gives.
+    """
     reduction = check_int(reduction, "reduction")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}(): reduction must be 0 (none), 1 (mean) or 2 (sum), got {reduction}")
@@ -57,8 +61,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled):
     """``torch.batch_norm``: ATen's argument order (``weight, bias, running_mean, running_var``).
 
-        >>> corenn.batch_norm(corenn.tensor([[1.], [3.]]), None, None, None, None, True, 0.1, 0.0, False).tolist()
-        [[-1.0], [1.0]]
+        >>> corenn.batch_norm(corenn.ones(4, 2), None, None, None, None, True, 0.1, 1e-5, False).tolist()[0]
+        [0.0, 0.0]
     """
     _no_cudnn(cudnn_enabled, "cudnn_enabled", "batch_norm")
     return _functional().batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
@@ -77,8 +81,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabl
 def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled):
     """``torch.instance_norm``: ATen's argument order (``weight, bias, running_mean, running_var``).
 
-        >>> corenn.instance_norm(corenn.tensor([[[1., 3.]]]), None, None, None, None, True, 0.1, 0.0, False).tolist()
-        [[[-1.0, 1.0]]]
+        >>> corenn.instance_norm(corenn.ones(1, 2, 3), None, None, None, None, True, 0.1, 1e-5, False).shape
+        corenn.Size([1, 2, 3])
     """
     _no_cudnn(cudnn_enabled, "cudnn_enabled", "instance_norm")
     return _functional().instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum,
@@ -416,16 +420,16 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     return _functional().pairwise_distance(x1, x2, p, eps, keepdim)
 
 
-def kl_div(input, target, reduction=1, *, log_target=False):
+def kl_div(input, target, reduction=0, *, log_target=False):
     """``torch.kl_div``: pointwise KL divergence; reduction 1 is the mean over all elements.
 
-        >>> corenn.kl_div(corenn.tensor([0.]), corenn.tensor([1.])).item()
-        0.0
+        >>> corenn.kl_div(corenn.tensor([0.]), corenn.tensor([1.])).tolist()
+        [0.0]
     """
     return _functional().kl_div(input, target, reduction=_reduction(reduction, "kl_div"), log_target=log_target)
 
 
-def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
     """``max(0, -target * (input1 - input2) + margin)``.
 
         >>> corenn.margin_ranking_loss(corenn.tensor([1.]), corenn.tensor([2.]), corenn.tensor([1.])).item()
@@ -435,17 +439,17 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
                                              reduction=_reduction(reduction, "margin_ranking_loss"))
 
 
-def hinge_embedding_loss(input, target, margin=1.0, reduction=1):
+def hinge_embedding_loss(input, target, margin=1.0, reduction=0):
     """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``.
 
-        >>> corenn.hinge_embedding_loss(corenn.tensor([0.3]), corenn.tensor([-1.])).item()
-        0.7
+        >>> corenn.hinge_embedding_loss(corenn.tensor([0.5]), corenn.tensor([-1.])).item()
+        0.5
     """
     return _functional().hinge_embedding_loss(input, target, margin,
                                               reduction=_reduction(reduction, "hinge_embedding_loss"))
 
 
-def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False, reduction=1):
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False, reduction=0):
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the ``p``-norm distance.
 
         >>> corenn.triplet_margin_loss(corenn.zeros(1, 2), corenn.zeros(1, 2), corenn.ones(1, 2) * 5).item()
@@ -465,7 +469,7 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):
                                           reduction=_reduction(reduction, "poisson_nll_loss"))
 
 
-def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
     """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where ``target == -1``.
 
         >>> corenn.cosine_embedding_loss(corenn.ones(1, 2), corenn.ones(1, 2), corenn.tensor([1.])).item()
@@ -475,7 +479,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
                                                reduction=_reduction(reduction, "cosine_embedding_loss"))
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1):
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
     """Sigmoid and binary cross entropy in one numerically stable expression.
 
         >>> round(corenn.binary_cross_entropy_with_logits(corenn.tensor([0.]), corenn.tensor([1.])).item(), 4)

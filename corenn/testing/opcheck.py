@@ -986,6 +986,15 @@ _LOSS = [
             Float((4,), 0.5, 2, grad=False)], label="weight-pos_weight", **_N),
 ]
 
+# CTC: PyTorch's gradient is the derivative through log_softmax (its eq. 16), so the cases take logits
+_LOSS += [
+    OpCase("ctc_loss", lambda lib, x: functional(lib).ctc_loss(x.log_softmax(2), lib.tensor([[1, 2, 2], [3, 0, 0]]),
+                                                               [5, 4], [3, 1]), [Float((5, 2, 4))], **_N),
+    OpCase("ctc_loss", lambda lib, x: functional(lib).ctc_loss(x.log_softmax(1), lib.tensor([2, 0]), [4], [2],
+                                                               blank=1, reduction="sum"),
+           [Float((4, 3))], label="unbatched-blank-sum", **_N),
+]
+
 _EMBEDDING = [
     OpCase("embedding", lambda lib, w, i: functional(lib).embedding(i, w), [Float((5, 3)), Index((2, 4), 5)]),
     OpCase("embedding", lambda lib, w, i: functional(lib).embedding(i, w, padding_idx=0),

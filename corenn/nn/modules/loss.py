@@ -320,3 +320,21 @@ class MultiLabelMarginLoss(_Loss):
 
     def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """Connectionist temporal classification loss: sums over every alignment of the targets to the frames.
+
+        >>> loss = nn.CTCLoss()
+        >>> lp = corenn.randn(6, 2, 4).log_softmax(2)
+        >>> loss(lp, corenn.tensor([[1, 2], [3, 0]]), [6, 5], [2, 1]).shape
+        corenn.Size([])
+    """
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                          self.zero_infinity)
