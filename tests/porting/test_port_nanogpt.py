@@ -170,7 +170,7 @@ def build(lib, config=GPTConfig(), flash=True):
                 loss = None
             return logits, loss
 
-        def configure_optimizers(self, weight_decay, learning_rate, betas):
+        def configure_optimizers(self, weight_decay, learning_rate, betas, device_type="cpu"):
             param_dict = {pn: p for pn, p in self.named_parameters()}
             param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
             decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
@@ -180,8 +180,9 @@ def build(lib, config=GPTConfig(), flash=True):
                 {"params": nodecay_params, "weight_decay": 0.0},
             ]
             fused_available = "fused" in inspect.signature(lib.optim.AdamW).parameters
-            assert fused_available or lib is corenn  # the flag is PyTorch's; the program only looks for it
-            return lib.optim.AdamW(optim_groups, lr=learning_rate, betas=betas)
+            use_fused = fused_available and device_type == "cuda"
+            extra_args = dict(fused=True) if use_fused else dict()
+            return lib.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
 
         @lib.no_grad()
         def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
