@@ -16,7 +16,6 @@ from __future__ import annotations
 import string
 import unicodedata
 
-import numpy as np
 import pytest
 
 import corenn
