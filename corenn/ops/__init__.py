@@ -37,6 +37,8 @@ from corenn.ops.linalg import *  # noqa: F401,F403
 from corenn.ops import statistics  # median, quantile, histograms, cov, ...
 from corenn.ops.statistics import *  # noqa: F401,F403
 from corenn.ops.statistics import sum_to_size  # noqa: F401 - a Tensor method only, as in PyTorch
+from corenn.ops import layout  # rotations, stacks and splits, scatters, windows, *_copy
+from corenn.ops.layout import *  # noqa: F401,F403
 from corenn.ops.movement import *  # noqa: F401,F403
 from corenn.ops.movement import (broadcast_tensors, cat, chunk, gather, index_add, index_fill, index_select,  # noqa
                                  scatter, scatter_add, split, stack, unbind)
@@ -46,7 +48,7 @@ from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F40
 
 
 __all__ = sorted(set(elementwise.__all__ + special.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + statistics.__all__
+                     + statistics.__all__ + layout.__all__
                      + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__ + ctc.__all__
                      + ["return_types"]))
 
@@ -81,6 +83,9 @@ det slogdet logdet inverse pinverse svd cholesky cholesky_inverse cholesky_solve
 matrix_exp matrix_power kron cross vdot dist addmv addr addbmm
 median nanmedian kthvalue mode msort cummax cummin logcumsumexp quantile nanquantile nanmean histc histogram
 bincount unique_consecutive diff cov corrcoef renorm sum_to_size
+rot90 diag_embed diagflat take put index_copy index_reduce scatter_reduce diagonal_scatter select_scatter
+slice_scatter as_strided as_strided_scatter dsplit hsplit vsplit repeat_interleave ravel split_with_sizes unsafe_chunk
+unsafe_split unsafe_split_with_sizes narrow_copy
 softmax log_softmax
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm
@@ -110,6 +115,7 @@ def _bind_methods(tensor_cls):
     tensor_cls.__neg__ = namespace["neg"]
     tensor_cls.T = property(movement._T)
     tensor_cls.mT = property(movement._mT)
+    tensor_cls.unfold = layout.unfold  # the sliding window (nn.functional.unfold is im2col)
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",
                  "sign", "reciprocal", "sin", "cos", "square", "clamp_min", "clamp_max", "fmod", "remainder",
                  "tril", "triu", "logical_not", "where", "log1p",
@@ -126,7 +132,7 @@ logit sgn atan2 arctan2 hypot copysign ldexp nextafter heaviside gcd lcm absolut
 fix eq ne lt le gt ge greater greater_equal less less_equal not_equal bitwise_and
 bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift subtract multiply divide true_divide
 floor_divide xlogy nan_to_num cumsum cumprod lgamma digamma polygamma mvlgamma erfc erfinv i0 igamma igammac
-addmm baddbmm addmv addr addbmm
+addmm baddbmm addmv addr addbmm put index_copy index_reduce scatter_reduce
 """.split()
 
 

@@ -1124,12 +1124,36 @@ _LINALG_BREADTH = [
     OpCase("matrix_exp", lambda lib, x: lib.matrix_exp(x), [Float((2, 3, 3))], **_L),
 ]
 
+_SCATTER_REDUCE = [
+    OpCase("scatter_reduce", lambda lib, x, i, s, reduce=reduce, include_self=include_self:
+           x.scatter_reduce(0, i, s, reduce, include_self=include_self),
+           [Float((3, 4), distinct=True), Index((5, 4), 3), Float((5, 4), distinct=True)],
+           label=f"{reduce}{'' if include_self else '-exclude-self'}", **_R)
+    for reduce in ("sum", "prod", "mean", "amax", "amin") for include_self in (True, False)
+]
+
 _STATISTICS = [
     OpCase("logcumsumexp", lambda lib, x: lib.logcumsumexp(x, 1), [Float((3, 4))], **_R),
     OpCase("logcumsumexp", lambda lib, x: x.logcumsumexp(0), [Float((4, 2), -40, 40)], label="wide", **_R),
 ]
 
+def _vectorized(function):
+    return lambda x: np.vectorize(function, otypes=[x.dtype])(x)
+
+
+_SPECIAL = [
+    _unary("lgamma", _vectorized(math.lgamma), low=0.2, high=6), _unary("digamma", low=0.3, high=6),
+    OpCase("polygamma", lambda lib, x: lib.polygamma(2, x), [Float((2, 3), 0.3, 4)], broadcast=True),
+    OpCase("mvlgamma", lambda lib, x: lib.mvlgamma(x, 3), [Float((2, 3), 1.2, 5)], broadcast=True),
+    _unary("erfc", _vectorized(math.erfc), low=-2, high=4), _unary("erfinv", low=-0.95, high=0.95),
+    _unary("i0", np.i0, low=-4, high=4),
+    OpCase("igamma", lambda lib, a, x: lib.igamma(a.detach(), x), [Float((2, 3), 0.5, 4), Float((3,), 0.2, 5)],
+           broadcast=True),
+    OpCase("igammac", lambda lib, a, x: lib.igammac(a.detach(), x), [Float((2, 3), 0.5, 4), Float((3,), 0.2, 5)],
+           broadcast=True),
+]
+
 #: Every case, in table order.
-CASES: list[OpCase] = (_ELEMENTWISE + _MORE_POINTWISE + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
+CASES: list[OpCase] = (_ELEMENTWISE + _MORE_POINTWISE + _SPECIAL + _NONDIFFERENTIABLE + _ACTIVATION + _REDUCE + _MOVEMENT + _MORE_MOVEMENT
                        + _LINALG + _NN + _CONV + _POOL + _NORM + _LOSS + _EMBEDDING + _OPTIMIZER + _RECURRENT
-                       + _LINALG_BREADTH + _STATISTICS)
+                       + _LINALG_BREADTH + _STATISTICS + _SCATTER_REDUCE)
