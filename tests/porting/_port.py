@@ -54,7 +54,7 @@ def assert_same_run(ours, theirs, rtol: float = RTOL, atol: float = ATOL) -> Non
         a, b = to_numpy(a), to_numpy(b)
         assert a.shape == b.shape, f"step {step}: shape {a.shape} != {b.shape}"
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"step {step}")
-    assert np.all(np.isfinite([to_numpy(a) for a in ours]))
+    assert all(np.all(np.isfinite(to_numpy(a))) for a in ours)
 
 
 def assert_same_state(ours, theirs, rtol: float = RTOL, atol: float = ATOL, moved_from: dict | None = None,
