@@ -1630,7 +1630,7 @@ for _name in """
 abs_ neg_ negative_ exp_ exp2_ expm1_ log_ log2_ log10_ log1p_ sqrt_ rsqrt_ square_ reciprocal_ sin_ cos_ tan_ tanh_
 sigmoid_ relu_ erf_ floor_ ceil_ round_ trunc_ fix_ clamp_ clip_ clamp_min_ clamp_max_ xlogy_ nan_to_num_
 asin_ acos_ atan_ asinh_ acosh_ atanh_ sinh_ cosh_ arcsin_ arccos_ arctan_ arcsinh_ arccosh_ arctanh_ sinc_ deg2rad_
-rad2deg_ frac_ logit_ ldexp_ gcd_ lcm_ conj_physical_
+rad2deg_ frac_ logit_ ldexp_ gcd_ lcm_ conj_physical_ erfc_ i0_
 """.split():
     globals()[_name] = _inplace_function(_name)
 
