@@ -116,6 +116,8 @@ def _bind_methods(tensor_cls):
     tensor_cls.T = property(movement._T)
     tensor_cls.mT = property(movement._mT)
     tensor_cls.unfold = layout.unfold  # the sliding window (nn.functional.unfold is im2col)
+    tensor_cls.resize_ = layout.resize_
+    tensor_cls.resize_as_ = layout.resize_as_
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",
                  "sign", "reciprocal", "sin", "cos", "square", "clamp_min", "clamp_max", "fmod", "remainder",
                  "tril", "triu", "logical_not", "where", "log1p",

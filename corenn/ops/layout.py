@@ -820,7 +820,41 @@ def detach_(input):
     return input.detach_()
 
 
+def resize_(input, *sizes, memory_format=None):
+    """Give ``input`` the shape ``sizes`` in place, keeping its first elements in row-major order.
+
+    ``Tensor.resize_``: growing adds uninitialised elements; a tensor that requires grad can't be resized.
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    if memory_format is not None:
+        raise NotImplementedError("resize_(): memory_format is not supported in corenn (tensors are row-major)")
+    shape = _sizes(sizes)
+    if builtins.any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {builtins.min(shape)}: {list(shape)}")
+    xp = input._device._xp
+    count = math.prod(shape)
+    flat = input._data.reshape(-1)  # a view of a contiguous tensor: the kept elements stay shared
+    if count <= flat.shape[0]:
+        input._data = flat[:count].reshape(shape)
+    else:
+        grown = xp.empty(count, dtype=flat.dtype)
+        grown[:flat.shape[0]] = flat
+        input._data = grown.reshape(shape)
+    return input
+
+
+def resize_as_(input, the_template, *, memory_format=None):
+    """``input.resize_(the_template.shape)`` (``torch.resize_as_``)."""
+    if not (isinstance(input, Tensor) and isinstance(the_template, Tensor)):
+        raise not_tensors(input=input, the_template=the_template)
+    return resize_(input, the_template.shape, memory_format=memory_format)
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)
-           and getattr(value, "__module__", None) == __name__ and name != "unfold"]  # unfold: a Tensor method
+           and getattr(value, "__module__", None) == __name__
+           and name not in ("unfold", "resize_")]  # Tensor methods only, as in PyTorch

@@ -4,8 +4,10 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as _np
+
 from corenn import _dtype, dispatch
-from corenn._argcheck import check_dtype, check_int, check_number, named, not_tensors, type_name
+from corenn._argcheck import check_dtype, check_int, check_ints, check_number, named, not_tensors, type_name
 import importlib as _importlib
 
 _tensor_module = _importlib.import_module("corenn.tensor.tensor")  # the module; corenn.tensor.tensor is the function
@@ -163,3 +165,200 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
         raise not_tensors(input=input)
     return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or input.device,
                 requires_grad=requires_grad)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Window functions (signal processing): symmetric, or periodic (the symmetric window one longer, its last
+# value dropped), computed in float64 and rounded once
+# ---------------------------------------------------------------------------------------------------------
+
+def _window(name, window_length, periodic, dtype, device, requires_grad, values):
+    window_length = check_int(window_length, "window_length")
+    if window_length < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
+    dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
+    target, xp = _place(device)
+    if window_length <= 1:
+        array = xp.ones(window_length, dtype="float64")
+    else:
+        length = window_length + 1 if periodic else window_length
+        array = values(xp, xp.arange(length, dtype="float64"), length)[:window_length]
+    return _make(array.astype(dtype.numpy), target, requires_grad)
+
+
+def _cosine_sum(*coefficients):
+    """``a0 - a1 cos(2 pi n / (N - 1)) + a2 cos(4 pi n / (N - 1)) - ...`` (the generalised cosine windows)."""
+    def values(xp, n, length):
+        phase = 2 * math.pi * n / (length - 1)
+        return sum((-1) ** k * a * xp.cos(k * phase) for k, a in enumerate(coefficients))
+    return values
+
+
+def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
+    """The Hann window ``0.5 - 0.5 cos(2 pi n / (N - 1))`` (``torch.hann_window``)."""
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad, _cosine_sum(0.5, 0.5))
+
+
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
+                   requires_grad=False):
+    """The Hamming window ``alpha - beta cos(2 pi n / (N - 1))`` (``torch.hamming_window``)."""
+    alpha, beta = check_number(alpha, "alpha"), check_number(beta, "beta")
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+                   _cosine_sum(alpha, beta))
+
+
+def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
+    """The Blackman window ``0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1))``."""
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
+                   _cosine_sum(0.42, 0.5, 0.08))
+
+
+def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
+    """The triangular Bartlett window ``1 - |2 n / (N - 1) - 1|`` (``torch.bartlett_window``)."""
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda xp, n, length: 1 - xp.abs(2 * n / (length - 1) - 1))
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
+                  requires_grad=False):
+    """The Kaiser window ``I0(beta sqrt(1 - (2 n / (N - 1) - 1)^2)) / I0(beta)`` (``torch.kaiser_window``)."""
+    beta = check_number(beta, "beta")
+    if beta < 0:
+        raise RuntimeError(f"kaiser_window requires non-negative beta, got beta={beta}")
+
+    def values(xp, n, length):
+        ratio = 2 * n / (length - 1) - 1
+        return xp.i0(beta * xp.sqrt(xp.clip(1 - ratio * ratio, 0, None))) / xp.i0(beta)
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, values)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Layout-aware allocation and conversion
+# ---------------------------------------------------------------------------------------------------------
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """An uninitialised tensor of ``size`` whose ``stride()`` is ``stride`` (``torch.empty_strided``)."""
+    size, stride = _size((size,)), check_ints(stride, "stride")
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError("empty_strided: negative strides are not supported")
+    target, xp = _place(device)
+    dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
+    extent = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    storage = xp.empty(max(extent, 1), dtype=dtype.numpy)
+    itemsize = storage.dtype.itemsize
+    array = xp.lib.stride_tricks.as_strided(storage, size, tuple(s * itemsize for s in stride))
+    return _make(array, target, requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad=False,
+                   pin_memory=False):
+    """An uninitialised tensor of ``size`` laid out in memory in the order ``physical_layout`` (outer first)."""
+    size, order = _size((size,)), check_ints(physical_layout, "physical_layout")
+    if sorted(order) != list(range(len(size))):
+        raise RuntimeError(f"Dimension order {list(order)} is not a permutation of the dims of size {list(size)}")
+    target, xp = _place(device)
+    dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
+    physical = xp.empty([size[d] for d in order], dtype=dtype.numpy)
+    inverse = [order.index(d) for d in range(len(size))]
+    return _make(physical.transpose(inverse), target, requires_grad)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor, sharing memory with a tensor or numpy array when it can (``torch.asarray``).
+
+    ``copy=True`` always copies; ``copy=False`` raises ValueError when sharing is impossible.
+    """
+    if dtype is not None:
+        check_dtype(dtype)
+    target = None if device is None else dispatch.resolve_device(device)
+    shared = None
+    if isinstance(obj, Tensor):
+        shared = obj
+    elif isinstance(obj, _np.ndarray) and (target is None or target.type == "cpu"):
+        _dtype.from_numpy(obj.dtype)
+        shared = Tensor._wrap(obj, _tensor_module._CPU)
+    if shared is not None:
+        same_place = target is None or target == shared._device
+        same_type = dtype is None or dtype is shared.dtype
+        if copy is False and not (same_place and same_type):
+            raise ValueError(f"can't alias tensor with dtype '{shared.dtype}' into dtype '{dtype}'." if not same_type
+                             else f"can't alias tensor on {shared.device} into {target}.")
+        result = shared
+        if not same_type or not same_place:
+            result = shared.detach().to(device=target, dtype=dtype)
+        elif copy:
+            result = shared.detach().clone()
+        if requires_grad:
+            result = result if result is not shared else shared.detach()
+            result.requires_grad_(True)
+        return result
+    if copy is False:
+        raise ValueError(f"can't alias {type_name(obj)} into a tensor without copying")
+    result = _tensor_module.tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        result.requires_grad_(True)
+    return result
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor sharing memory with an object that exposes the buffer protocol (``torch.frombuffer``)."""
+    dtype = check_dtype(dtype)
+    count, offset = check_int(count, "count"), check_int(offset, "offset")
+    view = memoryview(buffer)
+    total = view.nbytes
+    itemsize = _np.dtype(dtype.numpy).itemsize
+    if offset < 0 or offset >= total:
+        raise ValueError(f"both buffer length ({total}) and offset ({offset}) must be positive and offset must be "
+                         "less than buffer length")
+    if count == 0 or count < -1:
+        raise ValueError(f"both buffer length ({total}) and count ({count}) must not be 0")
+    if count == -1:
+        if (total - offset) % itemsize:
+            raise ValueError(f"buffer length ({total - offset} after offset) must be a multiple of element size "
+                             f"({itemsize})")
+        count = (total - offset) // itemsize
+    elif offset + count * itemsize > total:
+        raise ValueError(f"requested buffer length ({count} * {itemsize} bytes) after offset ({offset} bytes) must "
+                         f"not be greater than actual buffer length ({total} bytes)")
+    if view.readonly:
+        import warnings
+        warnings.warn("The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
+                      "means you can write to the underlying (supposedly non-writable) buffer using the tensor.",
+                      UserWarning, stacklevel=2)
+    array = _np.frombuffer(buffer, dtype=dtype.numpy, count=count, offset=offset)
+    return _make(array, _tensor_module._CPU, requires_grad)
+
+
+def fill(input, value):
+    """A tensor like ``input`` filled with ``value`` (a number or a 0-d tensor, which gets the gradient)."""
+    from corenn.ops.elementwise import where
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                           "dimensions.")
+    everywhere = ones(input.shape, dtype=_dtype.bool_, device=input.device)
+    value = value.to(input.dtype) if isinstance(value, Tensor) else check_number(value, "value")
+    return where(everywhere, value, input)
+
+
+def fill_(input, value):
+    """Fill ``input`` with ``value`` in place (``torch.fill_``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return input.fill_(value)
+
+
+def zero_(input):
+    """Fill ``input`` with zeros in place (``torch.zero_``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return input.zero_()
+
+
+__all__ += ["hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window", "empty_strided",
+            "empty_permuted", "asarray", "frombuffer", "fill", "fill_", "zero_"]
