@@ -207,3 +207,87 @@ def test_views_see_inplace_writes():
     column = base[:, 1]
     column.eq_(0)
     assert base.numpy()[:, 1].tolist() == [0.0, 1.0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Random fills and sampling methods: statistics with a fixed seed (the streams are corenn's own, not PyTorch's)
+# ---------------------------------------------------------------------------------------------------------
+
+def test_cauchy_fill_has_cauchy_quartiles():
+    generator = corenn.Generator().manual_seed(3)
+    x = corenn.empty(40000, dtype=corenn.float64)
+    assert x.cauchy_(median=2.0, sigma=0.5, generator=generator) is x
+    quartiles = np.quantile(x.numpy(), [0.25, 0.5, 0.75])
+    np.testing.assert_allclose(quartiles, [1.5, 2.0, 2.5], atol=0.02)  # median -+ sigma
+    again = corenn.empty(40000, dtype=corenn.float64).cauchy_(2.0, 0.5, generator=corenn.Generator().manual_seed(3))
+    np.testing.assert_array_equal(again.numpy(), x.numpy())
+    assert corenn.empty(3, dtype=corenn.float32).cauchy_().dtype == corenn.float32
+
+
+def test_geometric_fill_has_geometric_moments():
+    corenn.manual_seed(5)
+    for dtype in (corenn.float32, corenn.int64):
+        x = corenn.zeros(40000, dtype=dtype).geometric_(0.25)
+        values = x.numpy()
+        assert x.dtype == dtype and values.min() >= 1 and np.all(values == np.round(values))
+        assert abs(values.mean() - 4.0) < 0.1  # 1 / p
+        assert abs(values.var() - 12.0) < 0.8  # (1 - p) / p^2
+        assert abs((values == 1).mean() - 0.25) < 0.01
+
+
+def test_log_normal_fill_has_log_normal_moments():
+    corenn.manual_seed(6)
+    x = corenn.empty(40000, dtype=corenn.float64).log_normal_(0.5, 0.3)
+    logs = np.log(x.numpy())
+    assert abs(logs.mean() - 0.5) < 0.01 and abs(logs.std() - 0.3) < 0.01
+    default = np.log(corenn.empty(40000, dtype=corenn.float64).log_normal_().numpy())
+    assert abs(default.mean() - 1.0) < 0.05 and abs(default.std() - 2.0) < 0.05  # PyTorch's defaults: 1, 2
+
+
+@pytest.mark.parametrize("call,message,error", [
+    (lambda lib: lib.zeros(3).geometric_(1.5), "geometric_ expects p to be in (0, 1), but got p=1.5", RuntimeError),
+    (lambda lib: lib.zeros(3).geometric_(0), "geometric_ expects p to be in (0, 1), but got p=0", RuntimeError),
+    (lambda lib: lib.zeros(3).log_normal_(1, -1), "log_normal_ expects std > 0.0, but found std=-1", RuntimeError),
+    (lambda lib: lib.zeros(3).cauchy_(0, 0), "cauchy_ expects sigma > 0.0, but found sigma=0", RuntimeError),
+    (lambda lib: lib.zeros(3, dtype=lib.int64).cauchy_(), "dtype must be a floating point but you specified long int",
+     RuntimeError),
+    (lambda lib: lib.zeros(3, dtype=lib.int64).log_normal_(), "\"log_normal_cpu\" not implemented for 'Long'",
+     NotImplementedError),
+    (lambda lib: lib.tensor([1.5]).bernoulli(), "Expected p_in >= 0 && p_in <= 1 to be true", RuntimeError),
+    (lambda lib: lib.tensor([0.5]).bernoulli(1.5), "bernoulli_ expects p to be in [0, 1], but got p=1.5",
+     RuntimeError),
+    (lambda lib: lib.tensor([1, 0]).bernoulli(), "\"bernoulli_tensor_cpu_p_\" not implemented for 'Long'",
+     NotImplementedError),
+    (lambda lib: lib.tensor([[0.5, 0.5]]).multinomial(3), "cannot sample n_sample > prob_dist.size(-1) samples "
+                                                           "without replacement", RuntimeError),
+])
+def test_random_errors_match_torch(call, message, error, torch):
+    import re
+    for lib in (corenn, torch):
+        with pytest.raises(error, match=re.escape(message)):
+            call(lib)
+
+
+def test_random_fills_refuse_a_leaf_that_requires_grad(torch):
+    for method, args in (("cauchy_", ()), ("geometric_", (0.5,)), ("log_normal_", ())):
+        for lib in (corenn, torch):
+            with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+                getattr(lib.zeros(2, requires_grad=True), method)(*args)
+
+
+def test_bernoulli_and_multinomial_methods():
+    corenn.manual_seed(8)
+    p = corenn.tensor([0.1, 0.5, 0.9], dtype=corenn.float64).expand(20000, 3)
+    draws = p.bernoulli()
+    assert draws.dtype == corenn.float64 and set(np.unique(draws.numpy())) <= {0.0, 1.0}
+    np.testing.assert_allclose(draws.numpy().mean(axis=0), [0.1, 0.5, 0.9], atol=0.015)
+    assert abs(corenn.zeros(20000).bernoulli(0.3).numpy().mean() - 0.3) < 0.015
+    weights = corenn.tensor([[1.0, 2.0, 7.0], [5.0, 0.0, 5.0]])
+    samples = weights.multinomial(20000, replacement=True)
+    assert samples.shape == (2, 20000) and samples.dtype == corenn.int64
+    np.testing.assert_allclose(np.bincount(samples.numpy()[0], minlength=3) / 20000, [0.1, 0.2, 0.7], atol=0.015)
+    assert 1 not in samples.numpy()[1]
+    distinct = weights[0].multinomial(3, generator=corenn.Generator().manual_seed(1))
+    assert sorted(distinct.tolist()) == [0, 1, 2]
+    again = weights[0].multinomial(3, generator=corenn.Generator().manual_seed(1))
+    assert again.tolist() == distinct.tolist()

@@ -294,3 +294,41 @@ def test_tensor_sizes_and_adjoints_match_torch(torch):
     compare_with_torch(lambda t: t.mH, lambda t: t.mH, [x], torch)
     compare_with_torch(lambda t: t.adjoint(), lambda t: t.adjoint(), [x], torch)
     compare_with_torch(lambda t: t.H, lambda t: t.H, [x[0]], torch)
+
+
+def test_frexp_matches_torch(torch):
+    values = [0.0, -0.0, 1.0, 3.0, -5.5, 1e-40, 1e-310, 6e37, math.inf, -math.inf, math.nan, 0.1]
+    for dtype in ("float32", "float64"):
+        with np.errstate(over="ignore"):
+            x = np.array(values, dtype=dtype)
+        ours, theirs = corenn.frexp(corenn.tensor(x)), torch.frexp(torch.tensor(x))
+        assert isinstance(ours, corenn.return_types.frexp) and ours._fields == ("mantissa", "exponent")
+        np.testing.assert_array_equal(ours.mantissa.numpy(), theirs.mantissa.numpy())
+        np.testing.assert_array_equal(ours.exponent.numpy(), theirs.exponent.numpy())
+        assert ours.exponent.dtype == corenn.int32 and ours.mantissa.dtype == getattr(corenn, dtype)
+        method = corenn.tensor(x).frexp()
+        np.testing.assert_array_equal(method.exponent.numpy(), theirs.exponent.numpy())
+    x = RNG.uniform(-40, 40, (3, 4))
+    out = compare_with_torch(lambda t: corenn.frexp(t).mantissa, lambda t: torch.frexp(t).mantissa, [x], torch)
+    assert out.grad_fn.name() == "FrexpBackward0"
+    assert gradcheck(lambda t: corenn.frexp(t).mantissa, (corenn.tensor(x[0] * 0.37, requires_grad=True),))
+    for lib in (corenn, torch):
+        with pytest.raises(RuntimeError, match=re_escape("torch.frexp() only supports floating-point dtypes")):
+            lib.frexp(lib.tensor([1, 2]))
+
+
+def test_angle_real_imag_match_torch(torch):
+    x = np.array([-2.0, 0.0, -0.0, 3.0, math.nan, -math.inf, math.inf])
+    out = compare_with_torch(corenn.angle, torch.angle, [x], torch, rtol=1e-15, atol=0)
+    assert out.grad_fn.name() == "AngleBackward0"
+    for values in ([-1, 0, 2], [True, False]):
+        ours, theirs = corenn.angle(corenn.tensor(values)), torch.angle(torch.tensor(values))
+        assert ours.dtype == corenn.float32
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    t = corenn.tensor([1.0, 2.0])
+    assert corenn.real(t) is t and t.real is t
+    for lib in (corenn, torch):
+        with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes."):
+            lib.imag(lib.tensor([1.0]))
+        with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes."):
+            lib.tensor([1.0]).imag

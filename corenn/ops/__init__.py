@@ -20,6 +20,8 @@ from corenn.ops import recurrent  # noqa: F401 - lstm_cell / gru_cell: one step 
 from corenn.ops.recurrent import gru_cell, lstm_cell  # noqa: F401
 from corenn.ops import ctc  # the "ctc_loss" kernel; corenn.ctc_loss is torch.ctc_loss
 from corenn.ops.ctc import ctc_loss  # noqa: F401
+from corenn.ops import sampling  # the "grid_sample" kernel; torch.grid_sampler, torch.affine_grid_generator
+from corenn.ops.sampling import *  # noqa: F401,F403
 from corenn.ops import nn_functions  # torch.layer_norm, torch.dropout, ...: ATen's spellings of nn.functional
 from corenn.ops.nn_functions import *  # noqa: F401,F403
 from corenn.ops.activation import *  # noqa: F401,F403
@@ -45,11 +47,12 @@ from corenn.ops.movement import (broadcast_tensors, cat, chunk, gather, index_ad
 from corenn.ops.nn import linear, log_softmax, softmax  # noqa: F401
 from corenn.ops.reduce import *  # noqa: F401,F403
 from corenn.ops.reduce import all, any, max, min, return_types, sum  # noqa: F401,A004
+return_types.frexp = elementwise.FrexpResult  # frexp is elementwise; its named result sits with the others
 
 
 __all__ = sorted(set(elementwise.__all__ + special.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
                      + statistics.__all__ + layout.__all__
-                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__ + ctc.__all__
+                     + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__ + ctc.__all__ + sampling.__all__
                      + ["return_types"]))
 
 
@@ -90,7 +93,7 @@ softmax log_softmax
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm
 is_signed is_conj is_neg is_nonzero is_same_size conj conj_physical resolve_conj resolve_neg isreal isposinf isneginf
-lgamma digamma polygamma mvlgamma erfc erfinv i0 igamma igammac
+lgamma digamma polygamma mvlgamma erfc erfinv i0 igamma igammac angle frexp
 """.split()
 
 

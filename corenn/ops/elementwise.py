@@ -7,6 +7,7 @@ second operand; broadcasting gradients are reduced back with ``sum_to_shape``.
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 from corenn import _dtype
 from corenn._argcheck import check_number, named, not_tensors
@@ -1536,6 +1537,66 @@ def _integer_binary(name):
 
 gcd = _integer_binary("gcd")
 lcm = _integer_binary("lcm")
+
+
+@kernel("angle", "AngleBackward0")
+class Angle(Op):
+    """The argument of a real number: pi below zero, 0 elsewhere (-0 included), NaN for NaN."""
+
+    @staticmethod
+    def forward(ctx, a):
+        xp = ctx.xp
+        return xp.where(a < 0, math.pi, xp.where(xp.isnan(a), a, 0)).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 0  # piecewise constant
+
+
+def angle(input):
+    """The elementwise argument (phase): pi for negative numbers, 0 otherwise (``torch.angle``)."""
+    return run1("angle", to_floating(_checked(input)))
+
+
+def real(input):
+    """``input`` itself: the real part of a real tensor (``torch.real``)."""
+    return _checked(input)
+
+
+def imag(input):
+    """The imaginary part, which real tensors don't have: RuntimeError, as in PyTorch (``torch.imag``)."""
+    _checked(input)
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
+FrexpResult.__doc__ = "``corenn.frexp``'s result, as ``torch.return_types.frexp``: (mantissa, exponent)."
+
+
+@kernel("frexp", "FrexpBackward0")
+class Frexp(Op):
+    num_outputs = 2
+    differentiable_outputs = (True, False)
+
+    @staticmethod
+    def forward(ctx, a):
+        mantissa, exponent = ctx.xp.frexp(a)
+        exponent = exponent.astype(ctx.xp.int32, copy=False)
+        ctx.save_for_backward(exponent)
+        return mantissa, exponent
+
+    @staticmethod
+    def backward(ctx, grad):
+        (exponent,) = ctx.saved
+        return ctx.xp.ldexp(grad[0], -exponent)  # mantissa = input * 2^-exponent
+
+
+def frexp(input):
+    """Split into mantissa in [0.5, 1) (signed) and int32 exponent with ``input = mantissa * 2 ** exponent``
+    (``torch.frexp``)."""
+    if not _checked(input).dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    return FrexpResult(*run("frexp", input))
 
 
 # ---------------------------------------------------------------------------------------------------------

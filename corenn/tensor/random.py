@@ -255,6 +255,47 @@ def bernoulli_array(like, p, generator):
     return (draws < probabilities).astype(like._data.dtype)
 
 
+def cauchy_array(like, median, sigma, generator):
+    """Cauchy samples, median + sigma tan(pi (u - 1/2)) for uniform u (the inverse of the CDF)."""
+    median, sigma = check_number(median, "median"), check_number(sigma, "sigma")
+    if like._data.dtype.kind not in "fV":
+        raise RuntimeError(named(f"Cauchy distribution is a continuous probability distribution. dtype must be a "
+                                 f"floating point but you specified {_C_TYPE_NAMES.get(like._data.dtype.name, '')}"))
+    if not sigma > 0:
+        raise RuntimeError(named(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}"))
+    rng = _generator(like._device, generator)
+    uniform = rng.random(like._data.shape)
+    return (median + sigma * np.tan(np.pi * (uniform - 0.5))).astype(like._data.dtype)
+
+
+# PyTorch's C++ type names in its "dtype must be a floating point" messages
+_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                 "uint8": "unsigned char", "bool": "bool"}
+
+
+def geometric_array(like, p, generator):
+    """Geometric samples: the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    p = check_number(p, "p")
+    if not 0 < p < 1:
+        raise RuntimeError(named(f"geometric_ expects p to be in (0, 1), but got p={p}"))
+    rng = _generator(like._device, generator)
+    return rng.geometric(p, size=like._data.shape).astype(like._data.dtype)
+
+
+def log_normal_array(like, mean, std, generator):
+    """Log-normal samples: exp of normal samples with the given mean and std."""
+    mean, std = check_number(mean, "mean"), check_number(std, "std")
+    if like._data.dtype.kind not in "fV":
+        raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{_TORCH_TYPE_NAMES.get(like._data.dtype.name)}'")
+    if not std > 0:
+        raise RuntimeError(named(f"log_normal_ expects std > 0.0, but found std={std}"))
+    rng = _generator(like._device, generator)
+    return np.exp(rng.standard_normal(like._data.shape) * std + mean).astype(like._data.dtype)
+
+
+_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
 def exponential_array(like, lambd, generator):
     lambd = check_number(lambd, "lambd")
     rng = _generator(like._device, generator)
@@ -383,9 +424,18 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None)
 
 
 def bernoulli(input, p=None, *, generator=None):
+    """0/1 samples: 1 with probability ``input`` (or ``p``, a number), in ``input``'s dtype (``torch.bernoulli``)."""
     from corenn.tensor.tensor import Tensor
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
+    if p is None:
+        if input._data.dtype.kind not in "fV":
+            raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
+                                      f"'{_TORCH_TYPE_NAMES.get(input._data.dtype.name)}'")
+        if not bool(((input._data >= 0) & (input._data <= 1)).all().item()):
+            raise RuntimeError(named("Expected p_in >= 0 && p_in <= 1 to be true, but got false."))
+    elif not isinstance(p, Tensor) and not 0 <= check_number(p, "p") <= 1:
+        raise RuntimeError(named(f"bernoulli_ expects p to be in [0, 1], but got p={p}"))
     probabilities = input if p is None else p
     return Tensor._wrap(bernoulli_array(input, probabilities, generator), input._device)
 

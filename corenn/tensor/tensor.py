@@ -154,6 +154,15 @@ class Tensor:
         """The conjugate transpose of the last two dimensions: ``mT``, for corenn's real dtypes."""
         return _transpose_last(self, "tensor.mH")
 
+    @property
+    def real(self) -> "Tensor":
+        """The real part: the tensor itself, for corenn's real dtypes."""
+        return self
+
+    @property
+    def imag(self) -> "Tensor":
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
     def adjoint(self) -> "Tensor":
         """The conjugate transpose of the last two dimensions; ``transpose(-2, -1)`` for real dtypes."""
         return _transpose_last(self, "tensor.adjoint()")
@@ -981,6 +990,31 @@ class Tensor:
     def exponential_(self, lambd=1.0, *, generator=None):
         from corenn.tensor import random as _random
         return self._inplace_from(Tensor._wrap(_random.exponential_array(self, lambd, generator), self._device))
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+        from corenn.tensor import random as _random
+        self._check_inplace()
+        return self._inplace_from(Tensor._wrap(_random.cauchy_array(self, median, sigma, generator), self._device))
+
+    def geometric_(self, p, *, generator=None):
+        from corenn.tensor import random as _random
+        self._check_inplace()
+        return self._inplace_from(Tensor._wrap(_random.geometric_array(self, p, generator), self._device))
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+        from corenn.tensor import random as _random
+        self._check_inplace()
+        return self._inplace_from(Tensor._wrap(_random.log_normal_array(self, mean, std, generator), self._device))
+
+    def bernoulli(self, p=None, *, generator=None) -> "Tensor":
+        """0/1 samples, 1 with probability ``self`` (or ``p``) (``corenn.bernoulli(self, p)``)."""
+        from corenn.tensor import random as _random
+        return _random.bernoulli(self, p, generator=generator)
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None) -> "Tensor":
+        """Category indices drawn with probabilities proportional to self's rows (``corenn.multinomial``)."""
+        from corenn.tensor import random as _random
+        return _random.multinomial(self, num_samples, replacement, generator=generator)
 
     # In-place views: the tensor becomes a view of its own storage with another shape.
     def _inplace_view(self, result: "Tensor") -> "Tensor":

@@ -1093,6 +1093,10 @@ _MORE_POINTWISE = [
            grad=False),
     OpCase("heaviside", lambda lib, a, b: lib.heaviside(a, b), [Special((2, 4)), Float((4,))],
            ref=lambda a, b: np.heaviside(a, b), grad=False),
+    _unary("angle", lambda x: np.where(x < 0, np.pi, 0.0).astype(x.dtype), away=True, low=0.1),
+    _unary("frexp", lambda x: np.frexp(x)[0], fn=lambda lib, x: lib.frexp(x).mantissa, low=-5, high=5),
+    OpCase("frexp", lambda lib, x: lib.frexp(x).exponent, [Float((2, 3), -5, 5)],
+           ref=lambda x: np.frexp(x)[1].astype(np.int32), grad=False, label="exponent"),
     _compare_op("gcd", np.gcd, [Index((2, 3), 30), Index((3,), 30)]),
     _compare_op("lcm", np.lcm, [Index((2, 3), 30), Index((3,), 30)]),
 ]
