@@ -1744,3 +1744,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     from corenn.ops.ctc import _ctc_loss
     return _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(None, None, reduction),
                      zero_infinity)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sampling grids (the kernel: corenn/ops/sampling.py)
+# ---------------------------------------------------------------------------------------------------------
+
+from corenn.ops.sampling import affine_grid, grid_sample  # noqa: E402,F401

@@ -932,6 +932,18 @@ _POOL = [
            label="nearest-exact", kernels=("upsample",), **_N),
 ]
 
+# grid points away from the borders and the integer source coordinates, where the weights have kinks
+_POOL += [
+    OpCase("grid_sample", _f("grid_sample", align_corners=False), [Float((2, 2, 3, 4)), Float((2, 3, 2, 2), -0.8, 0.8)],
+           label="bilinear", **_N),
+    OpCase("grid_sample", _f("grid_sample", mode="bicubic", padding_mode="reflection", align_corners=True),
+           [Float((1, 2, 4, 3)), Float((1, 2, 2, 2), -0.8, 0.8)], label="bicubic-reflection", **_N),
+    OpCase("grid_sample", _f("grid_sample", mode="nearest", padding_mode="border", align_corners=False),
+           [Float((1, 2, 3, 3)), Float((1, 2, 2, 2), -0.8, 0.8, grad=False)], label="nearest-border", **_N),
+    OpCase("grid_sample", _f("grid_sample", align_corners=True), [Float((1, 1, 2, 3, 3)),
+           Float((1, 2, 1, 2, 3), -0.8, 0.8)], label="5d", **_N),
+]
+
 _NORM = [
     OpCase("batch_norm", lambda lib, x, w, b: functional(lib).batch_norm(x, None, None, w, b, training=True),
            [Float((4, 3, 2)), Float((3,)), Float((3,))], label="train", **_N),
