@@ -332,3 +332,16 @@ def test_angle_real_imag_match_torch(torch):
             lib.imag(lib.tensor([1.0]))
         with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes."):
             lib.tensor([1.0]).imag
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"nan": 2.0}, {"nan": -1.0, "posinf": 7.0, "neginf": -3.5}])
+def test_nan_to_num_values_and_gradient_match_torch(kwargs, torch):
+    x = np.array([math.nan, math.inf, -math.inf, 1.5, -0.25, 0.0])
+    out = compare_with_torch(lambda t: corenn.nan_to_num(t, **kwargs), lambda t: torch.nan_to_num(t, **kwargs), [x],
+                             torch, rtol=0, atol=0)
+    assert out.grad_fn.name() == "NanToNumBackward0"
+    for dtype in ("float32", "float16"):
+        ours = corenn.nan_to_num(corenn.tensor(x, dtype=getattr(corenn, dtype)), **kwargs)
+        theirs = torch.nan_to_num(torch.tensor(x, dtype=getattr(torch, dtype)), **kwargs)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert corenn.nan_to_num(corenn.tensor([1, 2])).tolist() == [1, 2]

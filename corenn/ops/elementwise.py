@@ -1206,15 +1206,28 @@ def equal(input, other) -> bool:
     return bool((input == other).all().item())
 
 
+@kernel("nan_to_num", "NanToNumBackward0")
+class NanToNum(Op):
+    @staticmethod
+    def forward(ctx, a, nan, posinf, neginf):
+        ctx.save_for_backward(a)
+        return ctx.xp.nan_to_num(a, nan=nan, posinf=posinf, neginf=neginf)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved
+        return grad * ctx.xp.isfinite(a), None, None, None  # a replaced value no longer depends on the input
+
+
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (default: 0 and the dtype's largest and
+    smallest finite values) (``torch.nan_to_num``)."""
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     nan = check_number(nan, "nan")
     posinf = None if posinf is None else check_number(posinf, "posinf")
     neginf = None if neginf is None else check_number(neginf, "neginf")
-    xp = input._device._xp
-    array = xp.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf)
-    return Tensor._wrap(array, input._device)
+    return run("nan_to_num", input, nan, posinf, neginf)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1109,6 +1109,9 @@ _MORE_POINTWISE = [
     _unary("frexp", lambda x: np.frexp(x)[0], fn=lambda lib, x: lib.frexp(x).mantissa, low=-5, high=5),
     OpCase("frexp", lambda lib, x: lib.frexp(x).exponent, [Float((2, 3), -5, 5)],
            ref=lambda x: np.frexp(x)[1].astype(np.int32), grad=False, label="exponent"),
+    _unary("nan_to_num", np.nan_to_num),
+    OpCase("nan_to_num", lambda lib, x: lib.nan_to_num(x, nan=1.5, posinf=9.0), [Special((2, 4))],
+           ref=lambda x: np.nan_to_num(x, nan=1.5, posinf=9.0), grad=False, label="special"),
     _compare_op("gcd", np.gcd, [Index((2, 3), 30), Index((3,), 30)]),
     _compare_op("lcm", np.lcm, [Index((2, 3), 30), Index((3,), 30)]),
 ]
