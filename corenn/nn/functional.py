@@ -614,6 +614,17 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
                       "without a batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise "
                       "dropout behavior, please switch to using dropout1d instead.", stacklevel=2)
         return _feature_dropout(input, p, training, inplace, "dropout2d", 1)
+    if isinstance(input, Tensor) and input.ndim != 4:
+        # PyTorch still accepts other ranks (pytorch/examples mnist_rnn applies Dropout2d to (N, C) features):
+        # it warns, then drops per (sample, channel) entry over whatever dimensions follow.
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence this warning, "
+                      "please use dropout instead. Note that dropout2d exists to provide channel-wise dropout on "
+                      "inputs with 2 spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+        if input.ndim < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        return _feature_dropout(input, p, training, inplace, "dropout2d", input.ndim - 2)
     return _feature_dropout(input, p, training, inplace, "dropout2d", 2)
 
 
@@ -1751,3 +1762,145 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 # ---------------------------------------------------------------------------------------------------------
 
 from corenn.ops.sampling import affine_grid, grid_sample  # noqa: E402,F401
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Multi-head attention (nn.MultiheadAttention's forward, over explicit weights)
+# ---------------------------------------------------------------------------------------------------------
+
+def _extend_key_masks(*masks):
+    """Each mask with one more key column that masks nothing (for an appended bias or zero key)."""
+    def extend(mask):
+        if mask is None:
+            return None
+        column = corenn.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype, device=mask.device)
+        return corenn.cat([mask, column], dim=-1)
+    return tuple(extend(mask) for mask in masks)
+
+
+def _masked_scores(scores, mask):
+    """A bool mask's True is *not* allowed (-inf); a float mask is added."""
+    if mask.dtype is corenn.bool:
+        return scores.masked_fill(mask, float("-inf"))
+    return scores + mask
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """The forward of :class:`~corenn.nn.MultiheadAttention` with its weights as arguments.
+
+    ``query`` is (L, N, E) or unbatched (L, E); ``key`` / ``value`` (S, N, E_k) / (S, N, E_v). Returns the
+    output (L, N, E) and, with ``need_weights``, the attention weights (N, L, S) averaged over heads
+    (``average_attn_weights=False``: (N, num_heads, L, S)).
+
+        >>> E, x = 4, corenn.randn(3, 2, 4)
+        >>> out, w = F.multi_head_attention_forward(x, x, x, E, 2, corenn.randn(3 * E, E), None, None, None,
+        ...                                         False, 0.0, corenn.randn(E, E), None)
+        >>> out.shape, w.shape
+        (corenn.Size([3, 2, 4]), corenn.Size([2, 3, 3]))
+    """
+    op = "multi_head_attention_forward"
+    for tensor, name in ((query, "query"), (key, "key"), (value, "value")):
+        check_tensor(tensor, name, op)
+    batched = query.ndim == 3
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query "
+                             f"tensor, with {key.ndim}-D key and {value.ndim}-D value")
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    length, batch, embed = query.shape
+    source = key.shape[0]
+    if embed != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed}")
+    heads = num_heads
+    head_dim = embed // heads
+    if head_dim * heads != embed:
+        raise AssertionError(f"embed_dim {embed} not divisible by num_heads {heads}")
+    if key.shape[:2] != value.shape[:2]:
+        raise AssertionError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not match value's "
+                             f"{tuple(value.shape[:2])}")
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
+    if key_padding_mask is not None and tuple(key_padding_mask.shape) != (batch, source):
+        raise AssertionError(f"expecting key_padding_mask shape of {(batch, source)}, but got "
+                             f"{tuple(key_padding_mask.shape)}")
+    if attn_mask is not None:
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (length, source):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
+                                   f"{(length, source)}.")
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (batch * heads, length, source):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
+                                   f"{(batch * heads, length, source)}.")
+            attn_mask = attn_mask.reshape(batch, heads, length, source)
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is True but q_proj_weight, k_proj_weight or "
+                                 "v_proj_weight is None")
+        w_q, w_k, w_v = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        if in_proj_weight is None:
+            raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
+        w_q, w_k, w_v = in_proj_weight.chunk(3)
+    b_q, b_k, b_v = in_proj_bias.chunk(3) if in_proj_bias is not None else (None, None, None)
+    q = linear(query, w_q, b_q)
+    k = linear(key, w_k, b_k) if static_k is None else None
+    v = linear(value, w_v, b_v) if static_v is None else None
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None or static_v is not None:
+            raise AssertionError("bias cannot be added to static key." if static_k is not None
+                                 else "bias cannot be added to static value.")
+        k = corenn.cat([k, bias_k.repeat(1, batch, 1)])
+        v = corenn.cat([v, bias_v.repeat(1, batch, 1)])
+        attn_mask, key_padding_mask = _extend_key_masks(attn_mask, key_padding_mask)
+        source += 1
+    elif (bias_k is None) != (bias_v is None):
+        raise AssertionError("bias_k and bias_v must both be given or both be None")
+
+    def split_heads(t, size):  # (S, N, E) -> (N, H, S, D)
+        return t.reshape(size, batch, heads, head_dim).permute(1, 2, 0, 3)
+
+    q = split_heads(q, length)
+    k = split_heads(k, source) if static_k is None else _static(static_k, "static_k", batch, heads, head_dim)
+    v = split_heads(v, source) if static_v is None else _static(static_v, "static_v", batch, heads, head_dim)
+    source = k.shape[2]
+    if add_zero_attn:  # one all-zero key and value, so every query can attend to "nothing"
+        zeros = corenn.zeros((batch, heads, 1, head_dim), dtype=k.dtype, device=k.device)
+        k, v = corenn.cat([k, zeros], dim=2), corenn.cat([v, zeros], dim=2)
+        attn_mask, key_padding_mask = _extend_key_masks(attn_mask, key_padding_mask)
+        source += 1
+    scores = corenn.matmul(q * math.sqrt(1.0 / head_dim), k.transpose(-2, -1))
+    if attn_mask is not None:
+        scores = _masked_scores(scores, attn_mask)
+    if key_padding_mask is not None:
+        scores = _masked_scores(scores, key_padding_mask.reshape(batch, 1, 1, source))
+    weights = _softmax(scores, -1)
+    if dropout_p > 0.0 and training:
+        weights = dropout(weights, dropout_p)
+    out = corenn.matmul(weights, v).permute(2, 0, 1, 3).reshape(length * batch, embed)  # (L, N, E) rows
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(length, batch, -1)
+    if not batched:
+        out = out.squeeze(1)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        weights = weights.mean(dim=1)
+    return out, (weights if batched else weights.squeeze(0))
+
+
+def _static(tensor, name, batch, heads, head_dim):
+    """``static_k`` / ``static_v`` (N * num_heads, S, head_dim) as (N, H, S, D)."""
+    if tensor.ndim != 3 or tensor.shape[0] != batch * heads or tensor.shape[2] != head_dim:
+        raise AssertionError(f"expecting {name} of shape ({batch * heads}, S, {head_dim}), but got "
+                             f"{tuple(tensor.shape)}")
+    return tensor.reshape(batch, heads, tensor.shape[1], head_dim)

@@ -30,3 +30,30 @@ def test_where_takes_two_numbers(torch):
         assert "where()" in str(error)
     else:
         raise AssertionError("a list is not a where() operand")
+
+
+def test_dropout2d_takes_other_ranks_with_pytorchs_warning(torch):
+    # pytorch/examples mnist_rnn/main.py applies nn.Dropout2d to the (N, C) output of an LSTM.
+    import warnings
+
+    import numpy as np
+    import pytest
+
+    import corenn
+    import corenn.nn.functional as F
+    for lib_F, ones in ((F, corenn.ones), (torch.nn.functional, torch.ones)):
+        with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d, which is deprecated"):
+            assert lib_F.dropout2d(ones(3, 4), p=1.0).abs().sum().item() == 0
+        with pytest.warns(UserWarning, match="Received a 1-D input"), \
+                pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions in the input"):
+            lib_F.dropout2d(ones(4), p=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corenn.manual_seed(0)
+        matrix = F.dropout2d(corenn.ones(64, 64), p=0.5).numpy()
+        five = F.dropout2d(corenn.ones(16, 16, 2, 2, 2), p=0.5).numpy()
+        assert tuple(corenn.nn.Dropout2d(0.0)(corenn.ones(3, 4)).shape) == (3, 4)
+    assert set(np.unique(matrix)) == {0.0, 2.0}
+    assert 0 < (matrix == 0).sum(axis=1).min() and (matrix == 0).sum(axis=1).max() < 64  # one draw per entry
+    per_channel = five.reshape(16, 16, -1)
+    assert np.all(per_channel.min(axis=2) == per_channel.max(axis=2))  # one draw per (sample, channel)
