@@ -107,6 +107,16 @@ def test_polygamma_poles_match_torch(n, torch):
     assert corenn.polygamma(n, corenn.tensor([-3.0])).item() == (INF if n % 2 else -INF)
 
 
+def test_polygamma_at_infinities_and_huge_arguments(torch):
+    x = np.array([INF, -INF, 1e300, 1e20])
+    for n in (1, 2, 3):
+        ours = corenn.polygamma(n, corenn.tensor(x)).numpy()
+        assert ours[0] == 0 and np.isnan(ours[1])  # PyTorch: 0 at +inf for n = 1 but NaN for n >= 2
+        expected = torch.polygamma(n, torch.tensor(x[2:4])).numpy()
+        np.testing.assert_allclose(ours[2:4], expected, rtol=1e-14)
+    assert corenn.polygamma(1, corenn.tensor([1e300])).item() == pytest.approx(1e-300, rel=1e-14)
+
+
 def test_polygamma_zero_is_digamma_and_method_order(torch):
     x = RNG.uniform(0.1, 5, 20)
     np.testing.assert_array_equal(corenn.polygamma(0, corenn.tensor(x)).numpy(), corenn.digamma(corenn.tensor(x)).numpy())

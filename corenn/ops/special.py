@@ -161,7 +161,8 @@ def _hurwitz_zeta(xp, s: int, q):
             done = done | (active & (xp.abs(term / total) < 1.1e-16))
             i += 1
         w = a
-        total = xp.where(done, total, total + term * w / (s - 1) - 0.5 * term)
+        # the integral of the tail, w^(1-s) / (s - 1), taken directly: Cephes' term * w underflows for huge w
+        total = xp.where(done, total, total + w ** (1 - s) / (s - 1) - 0.5 * term)
         factor = xp.ones_like(q)
         k = 0
         for tail in _ZETA_TAIL:
@@ -198,7 +199,7 @@ def polygamma_array(xp, n: int, x):
     """psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1; for x < 0 the reflection
     psi^(n)(x) = (-1)^(n+1) ((-1)^n pi d^n/dx^n cot(pi x) - psi^(n)(1 - x)).
 
-    At 0 and the negative integers: (-1)^(n+1) inf, the sign PyTorch gives.
+    At 0 and the negative integers: (-1)^(n+1) inf, the sign PyTorch gives; 0 at +inf, NaN at -inf.
     """
     if n == 0:
         return digamma_array(xp, x)
@@ -217,7 +218,7 @@ def polygamma_array(xp, n: int, x):
         pole = (x <= 0) & (x == xp.floor(x))
         out = xp.where(reflect, reflected, positive)
         out = xp.where(pole, sign * math.inf, out)
-        return xp.where(x == -math.inf, math.nan, out)
+        return xp.where(x == math.inf, 0.0, xp.where(x == -math.inf, math.nan, out))
 
 
 def _exp_minus_square(xp, x):
