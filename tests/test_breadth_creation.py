@@ -122,3 +122,18 @@ def test_resize_matches_torch():
     for lib in (corenn, torch):
         with pytest.raises(RuntimeError, match="require grad"):
             lib.ones(2, requires_grad=True).resize_(3)
+
+
+def test_range_matches_torch_and_warns():
+    for args in ((0, 2, 0.5), (1, 4), (3, 0, -1)):
+        with pytest.warns(UserWarning, match="deprecated"):
+            ours = corenn.range(*args)
+        with pytest.warns(UserWarning):
+            theirs = torch.range(*args)
+        assert ours.dtype is corenn.float32 and ours.tolist() == theirs.tolist()
+
+
+def test_new_empty_strided():
+    x = corenn.zeros(2, dtype=corenn.float64)
+    y = x.new_empty_strided((2, 3), (1, 2))
+    assert y.dtype is corenn.float64 and y.stride() == torch.zeros(2).new_empty_strided((2, 3), (1, 2)).stride()

@@ -229,3 +229,36 @@ def test_errors_match_torch_types():
         corenn.tensordot(corenn.zeros(2, 3), corenn.zeros(2, 3), 1)
     with pytest.raises(NotImplementedError, match="pivot"):
         corenn.lu(corenn.zeros(2, 2), pivot=False)
+
+
+MORE = [
+    ("frobenius_norm", lambda lib, x: lib.frobenius_norm(x, (0, 1)), [_normal(3, 4)]),
+    ("frobenius_norm-keepdim", lambda lib, x: lib.frobenius_norm(x, [1], True), [_normal(3, 4)]),
+    ("nuclear_norm", lambda lib, x: lib.nuclear_norm(x), [_normal(3, 4)]),
+    ("nuclear_norm-keepdim", lambda lib, x: lib.nuclear_norm(x, keepdim=True), [_normal(4, 3)]),
+    ("nuclear_norm-dim", lambda lib, x: lib.nuclear_norm(x, (0, 2)), [_normal(3, 2, 4)]),
+    ("orgqr", lambda lib, a, tau: lib.orgqr(a, tau), None),
+    ("orgqr-method", lambda lib, a, tau: a.orgqr(tau), None),
+    ("ormqr", lambda lib, a, tau, c: lib.ormqr(a, tau, c), "left"),
+    ("ormqr-right-t", lambda lib, a, tau, c: a.ormqr(tau, c.transpose(-2, -1), left=False, transpose=True), "left"),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", MORE, ids=[c[0] for c in MORE])
+def test_more_match_torch(name, fn, arrays):
+    if arrays is None or arrays == "left":
+        a, tau = (t.numpy() for t in torch.geqrf(torch.tensor(_normal(2, 4, 3))))
+        arrays = [a, tau] if arrays is None else [a, tau, _normal(2, 4, 2)]
+    match_torch(lambda *t: fn(corenn, *t), lambda *t: fn(torch, *t), arrays, torch)
+    check_gradients(lambda *t: fn(corenn, *t), arrays)
+
+
+def test_geqrf_matches_torch():
+    a = _normal(2, 4, 3)
+    match_torch(lambda t: tuple(corenn.geqrf(t)), lambda t: tuple(torch.geqrf(t)), [a], torch, check_grad=False)
+    match_torch(lambda t: tuple(t.geqrf()), lambda t: tuple(t.geqrf()), [_normal(3, 5)], torch, check_grad=False)
+
+
+def test_addmv_function_in_place():
+    x = corenn.tensor(_normal(3))
+    assert corenn.addmv_(x, corenn.ones(3, 2, dtype=corenn.float64), corenn.ones(2, dtype=corenn.float64)) is x

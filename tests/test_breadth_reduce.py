@@ -202,3 +202,70 @@ def test_errors_match_torch():
                  lambda lib: lib.tensor([[1.0, 2.0]]).sum_to_size(3)):
         with pytest.raises(RuntimeError):
             call(torch)
+
+
+def test_isin_matches_torch():
+    cases = [(lambda lib: lib.isin(lib.tensor([1, 2, 3, 2]), lib.tensor([2, 5]))),
+             (lambda lib: lib.isin(lib.tensor([[1.0, 2.0]]), 2.0, invert=True)),
+             (lambda lib: lib.isin(2, lib.tensor([1, 2]))),
+             (lambda lib: lib.isin(lib.tensor([1, 2, 3]), lib.tensor([3, 1]), assume_unique=True))]
+    for case in cases:
+        match_torch(lambda: case(corenn), lambda: case(torch), [], torch, check_grad=False)
+
+
+def test_nonzero_static_matches_torch():
+    for size, fill in ((4, -1), (1, -1), (3, 7), (0, -1)):
+        match_torch(lambda t: corenn.nonzero_static(t, size=size, fill_value=fill),
+                    lambda t: torch.nonzero_static(t, size=size, fill_value=fill),
+                    [np.array([[0, 1], [1, 1]])], torch, check_grad=False)
+    assert corenn.tensor([0, 3]).nonzero_static(size=2).tolist() == [[1], [-1]]
+
+
+@pytest.mark.parametrize("kwargs", [{"bins": 3}, {"bins": [2, 4]}, {"bins": [2, 3], "density": True},
+                                    {"bins": 2, "range": [-1.0, 1.0, -2.0, 2.0]}])
+def test_histogramdd_matches_torch(kwargs):
+    points = _normal(20, 2)
+    match_torch(lambda t: (corenn.histogramdd(t, **kwargs).hist,) + corenn.histogramdd(t, **kwargs).bin_edges,
+                lambda t: (torch.histogramdd(t, **kwargs).hist,) + torch.histogramdd(t, **kwargs).bin_edges,
+                [points], torch, check_grad=False)
+
+
+def test_histogramdd_edges_and_weights():
+    points, weight = _normal(10, 2), RNG.uniform(0, 1, 10)
+    edges = [np.array([-2.0, 0.0, 2.0]), np.array([-1.0, 0.0, 0.5, 3.0])]
+    ours = corenn.histogramdd(corenn.tensor(points), [corenn.tensor(e) for e in edges], weight=corenn.tensor(weight))
+    theirs = torch.histogramdd(torch.tensor(points), [torch.tensor(e) for e in edges], weight=torch.tensor(weight))
+    np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy(), rtol=1e-12)
+
+
+GRADIENT_CASES = [
+    ({}, (5,)),
+    ({"spacing": 2.0}, (3, 4)),
+    ({"spacing": [0.5, 2.0], "edge_order": 2}, (3, 4)),
+    ({"dim": 1}, (3, 4)),
+    ({"dim": [0], "edge_order": 2}, (4, 2)),
+    ("coordinates", (3, 4)),
+    ("coordinates-2", (3, 4)),
+]
+
+
+@pytest.mark.parametrize("kwargs,shape", GRADIENT_CASES, ids=[str(c[0]) for c in GRADIENT_CASES])
+def test_gradient_matches_torch(kwargs, shape):
+    x = _normal(*shape)
+    if isinstance(kwargs, str):
+        coords = [np.array([0.0, 1.0, 1.5]), np.array([0.0, 1.0, 3.0, 4.0])]
+        order = 2 if kwargs.endswith("2") else 1
+
+        def run(lib, t):
+            return lib.gradient(t, spacing=[lib.tensor(c) for c in coords], edge_order=order)
+    else:
+        def run(lib, t):
+            return lib.gradient(t, **kwargs)
+    match_torch(lambda t: run(corenn, t), lambda t: run(torch, t), [x], torch)
+    check_gradients(lambda t: run(corenn, t), [x])
+
+
+def test_gradient_errors():
+    for lib in (corenn, torch):
+        with pytest.raises(RuntimeError, match="edge_order"):
+            lib.gradient(lib.zeros(2), edge_order=2)

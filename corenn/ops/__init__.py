@@ -88,7 +88,7 @@ median nanmedian kthvalue mode msort cummax cummin logcumsumexp quantile nanquan
 bincount unique_consecutive diff cov corrcoef renorm sum_to_size
 rot90 diag_embed diagflat take put index_copy index_reduce scatter_reduce diagonal_scatter select_scatter
 slice_scatter as_strided as_strided_scatter dsplit hsplit vsplit repeat_interleave ravel split_with_sizes unsafe_chunk
-unsafe_split unsafe_split_with_sizes narrow_copy
+unsafe_split unsafe_split_with_sizes narrow_copy geqrf orgqr ormqr nonzero_static
 softmax log_softmax
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm
@@ -121,6 +121,8 @@ def _bind_methods(tensor_cls):
     tensor_cls.unfold = layout.unfold  # the sliding window (nn.functional.unfold is im2col)
     tensor_cls.resize_ = layout.resize_
     tensor_cls.resize_as_ = layout.resize_as_
+    from corenn.tensor.creation import new_empty_strided
+    tensor_cls.new_empty_strided = new_empty_strided
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",
                  "sign", "reciprocal", "sin", "cos", "square", "clamp_min", "clamp_max", "fmod", "remainder",
                  "tril", "triu", "logical_not", "where", "log1p",
@@ -137,7 +139,7 @@ logit sgn atan2 arctan2 hypot copysign ldexp nextafter heaviside gcd lcm absolut
 fix eq ne lt le gt ge greater greater_equal less less_equal not_equal bitwise_and
 bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift subtract multiply divide true_divide
 floor_divide xlogy nan_to_num cumsum cumprod lgamma digamma polygamma mvlgamma erfc erfinv i0 igamma igammac
-addmm baddbmm addmv addr addbmm put index_copy index_reduce scatter_reduce
+addmm baddbmm addmv addr addbmm put index_copy index_reduce scatter_reduce renorm
 """.split()
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import string
 
-from corenn._argcheck import check_int, check_number, named, not_tensors, type_name
+from corenn._argcheck import check_int, check_ints, check_number, named, not_tensors, type_name
 from corenn.ops._kernel import Op, kernel, run, sum_to_shape
 from corenn.tensor.tensor import Tensor
 from corenn import _autocast
@@ -1053,6 +1053,124 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
         raise not_tensors(input=input, batch1=batch1, batch2=batch2)
     beta, alpha = _check_beta_alpha(beta, alpha)
     return _add_scaled(input, sum_(bmm(batch1, batch2), 0), beta, alpha)
+
+
+def addmv_(input, mat, vec, *, beta=1, alpha=1):
+    """In-place :func:`addmv` (``torch.addmv_``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return input._inplace_from(addmv(input, mat, vec, beta=beta, alpha=alpha))
+
+
+def frobenius_norm(input, dim, keepdim=False):
+    """The 2-norm of the elements over ``dim`` (``torch.frobenius_norm``)."""
+    from corenn.ops.reduce import norm
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    dim = check_ints(dim, "dim")
+    if len(dim) > 2:
+        raise RuntimeError(f"Expected at most 2 dimensions, but got {len(dim)} dimensions instead.")
+    return norm(input, "fro", dim if dim else None, keepdim)
+
+
+def nuclear_norm(input, dim=None, keepdim=False):
+    """The sum of singular values of the matrices in ``dim`` (the last two by default), ``torch.nuclear_norm``."""
+    from corenn.ops.movement import movedim
+    from corenn.ops.reduce import sum as sum_
+    from corenn.tensor.tensor import _normalize_dim
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if isinstance(dim, bool):  # nuclear_norm(input, keepdim)
+        dim, keepdim = None, dim
+    if dim is None:
+        if input.ndim != 2:
+            raise RuntimeError(f"Expected a tensor with 2 dimensions, but got a tensor with {input.ndim} dimension"
+                               f"{'' if input.ndim == 1 else 's'} instead.")
+        dims = (0, 1)
+    else:
+        dims = check_ints(dim, "dim")
+        if len(dims) != 2:
+            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dims))}")
+        dims = tuple(_normalize_dim(d, input.ndim) for d in dims)
+    _floating(input, "linalg.matrix_norm")
+    singular = svd(movedim(input, dims, (-2, -1)), compute_uv=False).S
+    result = sum_(singular, -1)
+    if keepdim:
+        for d in sorted(dims):
+            result = result.unsqueeze(d)
+    return result
+
+
+def geqrf(input):
+    """``(a, tau)``: the QR factorization in LAPACK's form, R above the diagonal and Householder vectors below.
+
+    Not differentiable, as in PyTorch.
+    """
+    from corenn.ops.reduce import return_types
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.ndim < 2:
+        raise RuntimeError(f"torch.geqrf: input must have at least 2 dimensions.")
+    _floating(input, "geqrf")
+    xp = input._device._xp
+    data = input._data
+    flat = data.reshape((-1,) + data.shape[-2:])
+    pairs = [xp.linalg.qr(matrix, mode="raw") for matrix in flat]
+    reflectors = xp.stack([h.T for h, _ in pairs]) if pairs else flat.copy()
+    taus = xp.stack([tau for _, tau in pairs]) if pairs else xp.zeros((0, min(data.shape[-2:])), data.dtype)
+    return return_types.geqrf(Tensor._wrap(reflectors.reshape(data.shape).astype(data.dtype), input._device),
+                              Tensor._wrap(taus.reshape(data.shape[:-2] + (-1,)).astype(data.dtype), input._device))
+
+
+def _householder_q(input, tau, columns):
+    """``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^T`` (v_i: column i of input below a unit diagonal)."""
+    from corenn.ops.movement import narrow, tril
+    from corenn.tensor.creation import eye
+    m, n = input.shape[-2], input.shape[-1]
+    vectors = tril(input, -1) + eye(m, n, dtype=input.dtype, device=input.device)
+    q = eye(m, columns, dtype=input.dtype, device=input.device)
+    for i in reversed(range(tau.shape[-1])):  # applied from the right: H_i (H_{i+1} ... Q)
+        v = narrow(vectors, -1, i, 1)
+        scale = narrow(tau, -1, i, 1).unsqueeze(-1)
+        q = q - matmul(v * scale, matmul(v.transpose(-2, -1), q))
+    return q
+
+
+def _check_reflectors(input, tau, op):
+    if not (isinstance(input, Tensor) and isinstance(tau, Tensor)):
+        raise not_tensors(input=input, tau=tau)
+    if input.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dimensions.")
+    if tau.shape[-1] > input.shape[-1]:
+        raise RuntimeError(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    if tau.shape[:-1] != input.shape[:-2]:
+        raise RuntimeError(f"{op}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+                           f"{list(tau.shape[:-1])}")
+    if tau.dtype is not input.dtype:
+        raise RuntimeError(f"{op}: tau dtype {tau.dtype} does not match input dtype {input.dtype}")
+
+
+def orgqr(input, tau):
+    """The first ``n`` columns of ``Q`` from ``geqrf``'s Householder form (``torch.orgqr``)."""
+    _check_reflectors(input, tau, "torch.linalg.householder_product")
+    if input.shape[-2] < input.shape[-1]:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    return _householder_q(input, tau, input.shape[-1])
+
+
+def ormqr(input, tau, other, left=True, transpose=False):
+    """``Q @ other`` (or ``other @ Q``, with ``Q^T`` if ``transpose``) for ``Q`` in ``geqrf``'s form."""
+    _check_reflectors(input, tau, "torch.ormqr")
+    if not isinstance(other, Tensor):
+        raise not_tensors(other=other)
+    m = input.shape[-2]
+    if (other.shape[-2] if left else other.shape[-1]) != m:
+        raise RuntimeError(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2]")
+    q = _householder_q(input, tau, m)
+    if transpose:
+        q = q.transpose(-2, -1)
+    return matmul(q, other) if left else matmul(other, q)
 
 
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).

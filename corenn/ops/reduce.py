@@ -32,6 +32,8 @@ class return_types:
     triangular_solve = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
     lu_unpack = namedtuple("lu_unpack", ["P", "L", "U"])
     histogram = namedtuple("histogram", ["hist", "bin_edges"])
+    histogramdd = namedtuple("histogramdd", ["hist", "bin_edges"])
+    geqrf = namedtuple("geqrf", ["a", "tau"])
 
 
 def _axes(dim, ndim):

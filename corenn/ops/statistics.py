@@ -710,6 +710,157 @@ def sum_to_size(input, *size):
     return result if result is not input else input
 
 
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of ``elements`` is in ``test_elements`` (either may be a number), ``torch.isin``."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise not_tensors(elements=elements)
+    like = elements if isinstance(elements, Tensor) else test_elements
+    xp = like._device._xp
+    values = elements._data if isinstance(elements, Tensor) else xp.asarray(check_number(elements, "elements"))
+    tests = test_elements._data if isinstance(test_elements, Tensor) else \
+        xp.asarray([check_number(test_elements, "test_elements")])
+    found = xp.isin(values, tests, invert=bool(invert))
+    return _wrap(xp.asarray(found, dtype=bool), like)
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` padded with ``fill_value`` (or cut) to exactly ``size`` rows (``torch.nonzero_static``)."""
+    from corenn.ops.movement import nonzero
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    size, fill_value = check_int(size, "size"), check_int(fill_value, "fill_value")
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got size: {size}")
+    found = nonzero(input)._data
+    xp = input._device._xp
+    rows = xp.full((size, found.shape[1]), fill_value, dtype="int64")
+    kept = builtins.min(size, found.shape[0])
+    rows[:kept] = found[:kept]
+    return _index_tensor(rows, input)
+
+
+def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """The D-dimensional histogram of the points in ``input``'s last dimension: ``(hist, bin_edges)``.
+
+    ``bins`` is a count (for every dimension), a count per dimension, or a list of edge tensors.
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"torch.histogramdd: input tensor should be a floating-point tensor, got {input.dtype}")
+    if input.ndim < 1:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 1 dimension, but got 0")
+    xp = input._device._xp
+    points = input._data.reshape(-1, input.shape[-1])
+    dims = points.shape[1]
+    if isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], Tensor):
+        edges = [b._data for b in bins]
+    else:
+        counts = [check_int(bins, "bins")] * dims if isinstance(bins, numbers.Integral) else \
+            [check_int(b, "bins") for b in bins]
+        if len(counts) != dims:
+            raise RuntimeError(f"torch.histogramdd: expected {dims} sequences of bin edges for each dimension of the "
+                               f"input tensor, but got {len(counts)}")
+        edges = []
+        for d, count in enumerate(counts):
+            if range is not None:
+                low, high = check_number(range[2 * d], "range"), check_number(range[2 * d + 1], "range")
+            elif points.shape[0]:
+                low, high = points[:, d].min().item(), points[:, d].max().item()
+            else:
+                low, high = 0.0, 0.0
+            if low == high:
+                low, high = low - 0.5, high + 0.5
+            edges.append(xp.linspace(low, high, count + 1).astype(points.dtype))
+    inside = xp.ones(points.shape[0], dtype=bool)
+    positions = []
+    for d, e in enumerate(edges):
+        column = points[:, d]
+        inside &= (column >= e[0]) & (column <= e[-1])
+        positions.append(xp.minimum(xp.searchsorted(e, column, side="right") - 1, e.shape[0] - 2))
+    weights = xp.ones(points.shape[0], dtype=points.dtype) if weight is None else \
+        weight._data.reshape(-1).astype(points.dtype)
+    hist = xp.zeros([e.shape[0] - 1 for e in edges], dtype=points.dtype)
+    xp.add.at(hist, tuple(p[inside] for p in positions), weights[inside])
+    if density:
+        volume = xp.ones_like(hist)
+        for d, e in enumerate(edges):
+            shape = [1] * dims
+            shape[d] = e.shape[0] - 1
+            volume = volume * xp.diff(e).reshape(shape)
+        hist = hist / (hist.sum() * volume)
+    return return_types.histogramdd(_wrap(hist, input), tuple(_wrap(e, input) for e in edges))
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The derivative of ``input`` sampled on a grid, by central differences (one tensor per dimension).
+
+    ``spacing``: a number, one number per dimension, or the sample coordinates (1-D tensors) per
+    dimension; ``edge_order`` 1 or 2 at the borders (``torch.gradient``). Coordinates are constants:
+    the gradient flows to ``input`` only.
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if edge_order not in (1, 2):
+        raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2.")
+    if dim is None:
+        dims = list(range(input.ndim))
+    else:
+        dims = [dim] if isinstance(dim, numbers.Integral) else list(dim)
+        dims = [_normalize_dim(d, input.ndim) for d in dims]
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims):
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
+                               f"arguments to have the same length, but got a spacing argument of length "
+                               f"{len(spacing)} and a dim argument of length {len(dims)}.")
+        spacings = list(spacing)
+    else:
+        spacings = [spacing] * len(dims)
+    for d in dims:
+        if input.shape[d] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+    input = to_floating(input)
+    xp = input._device._xp
+    results = []
+    for d, step in zip(dims, spacings):
+        def part(start, stop=None):
+            n = input.shape[d]
+            start = start % n if start < 0 else start
+            stop = n if stop is None else (stop % n if stop < 0 else stop)
+            return narrow(input, d, start, stop - start)
+
+        if isinstance(step, Tensor):
+            dx = xp.diff(step._data.astype(input.dtype.numpy))
+            shape = [1] * input.ndim
+            shape[d] = -1
+
+            def constant(values):
+                return _wrap(xp.asarray(values).reshape(shape), input)
+            dx1, dx2 = dx[:-1], dx[1:]
+            center = (constant(-dx2 / (dx1 * (dx1 + dx2))) * part(0, -2) + constant((dx2 - dx1) / (dx1 * dx2))
+                      * part(1, -1) + constant(dx1 / (dx2 * (dx1 + dx2))) * part(2))
+            if edge_order == 1:
+                first = (part(1, 2) - part(0, 1)) / dx[0].item()
+                last = (part(-1) - part(-2, -1)) / dx[-1].item()
+            else:
+                a, b = dx[0].item(), dx[1].item()
+                first = (-(2 * a + b) / (a * (a + b)) * part(0, 1) + (a + b) / (a * b) * part(1, 2)
+                         - a / (b * (a + b)) * part(2, 3))
+                a, b = dx[-1].item(), dx[-2].item()
+                last = (a / (b * (a + b)) * part(-3, -2) - (a + b) / (a * b) * part(-2, -1)
+                        + (2 * a + b) / (a * (a + b)) * part(-1))
+        else:
+            step = check_number(step, "spacing")
+            center = (part(2) - part(0, -2)) / step / 2
+            if edge_order == 1:
+                first, last = (part(1, 2) - part(0, 1)) / step, (part(-1) - part(-2, -1)) / step
+            else:
+                first = (-1.5 * part(0, 1) + 2 * part(1, 2) - 0.5 * part(2, 3)) / step
+                last = (0.5 * part(-3, -2) - 2 * part(-2, -1) + 1.5 * part(-1)) / step
+        results.append(cat([first, center, last], d))
+    return tuple(results)
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)

@@ -1,6 +1,7 @@
 """Tensor factories: zeros, ones, empty, full, arange, linspace, eye and the ``*_like`` forms."""
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 
@@ -258,12 +259,12 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
                    pin_memory=False):
     """An uninitialised tensor of ``size`` laid out in memory in the order ``physical_layout`` (outer first)."""
     size, order = _size((size,)), check_ints(physical_layout, "physical_layout")
-    if sorted(order) != list(range(len(size))):
+    if sorted(order) != list(builtins.range(len(size))):
         raise RuntimeError(f"Dimension order {list(order)} is not a permutation of the dims of size {list(size)}")
     target, xp = _place(device)
     dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
     physical = xp.empty([size[d] for d in order], dtype=dtype.numpy)
-    inverse = [order.index(d) for d in range(len(size))]
+    inverse = [order.index(d) for d in builtins.range(len(size))]
     return _make(physical.transpose(inverse), target, requires_grad)
 
 
@@ -360,5 +361,33 @@ def zero_(input):
     return input.zero_()
 
 
+def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,  # noqa: A001
+          requires_grad=False):
+    """Values from ``start`` to ``end`` inclusive by ``step``, in the default float dtype (deprecated in PyTorch)."""
+    import warnings
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=2)
+    start, end, step = check_number(start, "start"), check_number(end, "end"), check_number(step, "step")
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+    dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
+    target, xp = _place(device)
+    count = int(math.floor((end - start) / step)) + 1
+    array = xp.arange(count, dtype="float64") * step + start
+    return _make(array.astype(dtype.numpy), target, requires_grad)
+
+
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
+                      pin_memory=False):
+    """``Tensor.new_empty_strided``: :func:`empty_strided` with this tensor's dtype and device by default."""
+    if not isinstance(self, Tensor):
+        raise not_tensors(self=self)
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)
+
+
 __all__ += ["hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window", "empty_strided",
-            "empty_permuted", "asarray", "frombuffer", "fill", "fill_", "zero_"]
+            "empty_permuted", "asarray", "frombuffer", "fill", "fill_", "zero_", "range"]
