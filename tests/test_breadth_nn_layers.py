@@ -106,3 +106,73 @@ def test_lp_pool_inf_norms_match_torch(n):
     for norm_type in (float("inf"), -float("inf")):
         compare_with_torch(lambda t: getattr(F, f"lp_pool{n}d")(t, norm_type, 2),
                            lambda t: getattr(TF, f"lp_pool{n}d")(t, norm_type, 2), [x], torch)
+
+
+MHA = [dict(), dict(need_weights=False), dict(average_attn_weights=False), dict(bias_kv=True, add_zero_attn=True),
+       dict(separate=True), dict(bool_mask=True, padding=True), dict(float_mask=True), dict(mask3d=True),
+       dict(static=True), dict(unbatched=True), dict(causal=True)]
+
+
+@pytest.mark.parametrize("options", MHA, ids=[",".join(o) or "plain" for o in MHA])
+def test_multi_head_attention_forward_matches_torch(options):
+    L, S, N, E, H = 3, 4, 2, 6, 2
+    kdim = 5 if options.get("separate") else E
+    arrays = {"query": RNG.standard_normal((L, N, E)), "key": RNG.standard_normal((S, N, kdim)),
+              "value": RNG.standard_normal((S, N, kdim)), "out_proj_weight": RNG.standard_normal((E, E)),
+              "out_proj_bias": RNG.standard_normal(E), "in_proj_bias": RNG.standard_normal(3 * E)}
+    if options.get("separate"):
+        arrays.update(q_proj_weight=RNG.standard_normal((E, E)), k_proj_weight=RNG.standard_normal((E, kdim)),
+                      v_proj_weight=RNG.standard_normal((E, kdim)))
+    else:
+        arrays["in_proj_weight"] = RNG.standard_normal((3 * E, E))
+    if options.get("bias_kv"):
+        arrays.update(bias_k=RNG.standard_normal((1, 1, E)), bias_v=RNG.standard_normal((1, 1, E)))
+    if options.get("static"):
+        arrays.update(static_k=RNG.standard_normal((N * H, S + 1, E // H)),
+                      static_v=RNG.standard_normal((N * H, S + 1, E // H)))
+    if options.get("unbatched"):
+        for name in ("query", "key", "value"):
+            arrays[name] = arrays[name][:, 0]
+    names = list(arrays)
+    source = S + 1 if options.get("static") else S
+    masks = {}
+    if options.get("bool_mask"):
+        masks["attn_mask"] = RNG.random((L, source)) < 0.3
+    if options.get("float_mask"):
+        masks["attn_mask"] = RNG.standard_normal((L, source))
+    if options.get("mask3d"):
+        masks["attn_mask"] = RNG.standard_normal((N * H, L, source))
+    if options.get("causal"):
+        masks["attn_mask"] = np.triu(np.ones((L, source), dtype=bool), 1)
+    if options.get("padding"):
+        masks["key_padding_mask"] = np.array([[False, True, False, False], [False, False, False, True]])
+
+    def call(lib, functional, *tensors):
+        kwargs = dict(zip(names, tensors))
+        query, key, value = kwargs.pop("query"), kwargs.pop("key"), kwargs.pop("value")
+        in_proj_weight, in_proj_bias = kwargs.pop("in_proj_weight", None), kwargs.pop("in_proj_bias")
+        bias_k, bias_v = kwargs.pop("bias_k", None), kwargs.pop("bias_v", None)
+        out_w, out_b = kwargs.pop("out_proj_weight"), kwargs.pop("out_proj_bias")
+        kwargs.update({name: lib.tensor(mask) for name, mask in masks.items()})
+        out, weights = functional.multi_head_attention_forward(
+            query, key, value, E, H, in_proj_weight, in_proj_bias, bias_k, bias_v, options.get("add_zero_attn", False),
+            0.0, out_w, out_b, need_weights=options.get("need_weights", True),
+            average_attn_weights=options.get("average_attn_weights", True),
+            use_separate_proj_weight=options.get("separate", False), is_causal=options.get("causal", False), **kwargs)
+        return out if weights is None else lib.cat([out.reshape(-1), weights.reshape(-1)])
+
+    compare_with_torch(lambda *t: call(corenn, F, *t), lambda *t: call(torch, TF, *t), list(arrays.values()), torch,
+                       rtol=1e-9, atol=1e-11)
+
+
+def test_multi_head_attention_forward_errors():
+    x = corenn.randn(3, 2, 4)
+    args = (4, 2, corenn.randn(12, 4), None, None, None, False, 0.0, corenn.randn(4, 4), None)
+    with pytest.raises(AssertionError, match="was expecting embedding dimension of 4, but got 5"):
+        F.multi_head_attention_forward(corenn.randn(3, 2, 5), x, x, *args)
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        F.multi_head_attention_forward(x, x, x, *args, is_causal=True)
+    with pytest.raises(RuntimeError, match="The shape of the 2D attn_mask is"):
+        F.multi_head_attention_forward(x, x, x, *args, attn_mask=corenn.zeros(2, 2))
+    with pytest.raises(AssertionError, match="use_separate_proj_weight is False but in_proj_weight is None"):
+        F.multi_head_attention_forward(x, x, x, 4, 2, None, None, None, None, False, 0.0, corenn.randn(4, 4), None)

@@ -355,89 +355,24 @@ class MultiheadAttention(Module):
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise AssertionError(f"query, key and value should all be 2-D (unbatched) or 3-D (batched), got "
                                  f"{query.ndim}-D, {key.ndim}-D and {value.ndim}-D")
-        if not batched:
-            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif self.batch_first:
+        if batched and self.batch_first:  # (L, N, E) for the functional form
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        # (L, N, E) from here on
-        length, batch, embed = query.shape
-        source = key.shape[0]
-        if embed != self.embed_dim:
-            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {embed}")
         if key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
             raise AssertionError(f"MultiheadAttention: expected key and value of widths kdim={self.kdim} and "
                                  f"vdim={self.vdim}, got {key.shape[-1]} and {value.shape[-1]}")
-        if key_padding_mask is not None and tuple(key_padding_mask.shape) != (batch, source):
-            raise AssertionError(f"expecting key_padding_mask shape of {(batch, source)}, but got "
-                                 f"{tuple(key_padding_mask.shape)}")
-        heads, head_dim = self.num_heads, self.head_dim
         if is_causal and attn_mask is None:
+            length, source = query.shape[0], key.shape[0]
             attn_mask = corenn.ones(length, source, dtype=corenn.bool, device=query.device).triu(1)
-        if attn_mask is not None and attn_mask.ndim == 3:
-            attn_mask = attn_mask.reshape(batch, heads, length, source)
-        b_q = b_k = b_v = None
-        if self.in_proj_bias is not None:
-            b_q, b_k, b_v = self.in_proj_bias.chunk(3)
-        if self._qkv_same_embed_dim:
-            w_q, w_k, w_v = self.in_proj_weight.chunk(3)
-        else:
-            w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
-        q = F.linear(query, w_q, b_q)
-        k = F.linear(key, w_k, b_k)
-        v = F.linear(value, w_v, b_v)
-        if self.bias_k is not None:
-            k = corenn.cat([k, self.bias_k.expand(1, batch, embed)])
-            v = corenn.cat([v, self.bias_v.expand(1, batch, embed)])
-            attn_mask, key_padding_mask = self._extend_masks(attn_mask, key_padding_mask)
-            source += 1
-
-        def split_heads(t, size):  # (S, N, E) -> (N, H, S, D)
-            return t.reshape(size, batch, heads, head_dim).permute(1, 2, 0, 3)
-
-        q, k, v = split_heads(q, length), split_heads(k, source), split_heads(v, source)
-        if self.add_zero_attn:  # one all-zero key and value, so every query can attend to "nothing"
-            zeros = corenn.zeros((batch, heads, 1, head_dim), dtype=k.dtype, device=k.device)
-            k, v = corenn.cat([k, zeros], dim=2), corenn.cat([v, zeros], dim=2)
-            attn_mask, key_padding_mask = self._extend_masks(attn_mask, key_padding_mask)
-            source += 1
-        scores = corenn.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))
-        if attn_mask is not None:
-            scores = self._apply_mask(scores, attn_mask)
-        if key_padding_mask is not None:
-            scores = self._apply_mask(scores, key_padding_mask.reshape(batch, 1, 1, source))
-        weights = F.softmax(scores, dim=-1)
-        if self.dropout > 0.0 and self.training:
-            weights = F.dropout(weights, self.dropout)
-        out = corenn.matmul(weights, v)                                   # (N, H, L, D)
-        out = out.permute(2, 0, 1, 3).reshape(length, batch, embed)
-        out = self.out_proj(out)
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
+            self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
         if self.batch_first and batched:
             out = out.transpose(0, 1)
-        elif not batched:
-            out = out.squeeze(1)
-        if not need_weights:
-            return out, None
-        if average_attn_weights:
-            weights = weights.mean(dim=1)
-        return out, (weights if batched else weights.squeeze(0))
-
-    @staticmethod
-    def _extend_masks(*masks):
-        """Each mask with one more key column that masks nothing (for the appended bias or zero key)."""
-        def extend(mask):
-            if mask is None:
-                return None
-            column = corenn.zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype, device=mask.device)
-            return corenn.cat([mask, column], dim=-1)
-        return tuple(extend(mask) for mask in masks)
-
-    @staticmethod
-    def _apply_mask(scores, mask):
-        if mask.dtype is corenn.bool:
-            return scores.masked_fill(mask, float("-inf"))
-        return scores + mask
+        return out, weights
 
 
 class Threshold(Module):
