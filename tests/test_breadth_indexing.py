@@ -284,3 +284,29 @@ def test_errors_match_torch():
             call(corenn, x)
         with pytest.raises(error):
             call(torch, torch.zeros(2, 4))
+
+
+def test_as_strided_in_place_matches_torch():
+    ours, theirs = corenn.arange(8.0), torch.arange(8.0)
+    assert ours.as_strided_((2, 3), (1, 2), 1) is ours
+    theirs.as_strided_((2, 3), (1, 2), 1)
+    assert ours.tolist() == theirs.tolist() and ours.stride() == theirs.stride()
+    with pytest.raises(NotImplementedError, match="require grad"):
+        corenn.ones(3, requires_grad=True).as_strided_((2,), (1,))
+
+
+def test_index_put_function_in_place():
+    def run(lib, x):
+        y = x * 1
+        assert lib.index_put_(y, (lib.tensor([0, 2]),), lib.tensor(5.0, dtype=lib.float64), accumulate=True) is y
+        return y
+    match_torch(lambda t: run(corenn, t), lambda t: run(torch, t), [_normal(3, 2)], torch)
+
+
+def test_deprecated_resize_reshapes_as_torch():
+    def run(lib, x):
+        return x.resize(3, 2) * 2 + x.resize_as(lib.zeros(6))[0]
+    with pytest.warns(UserWarning, match="deprecated"):
+        match_torch(lambda t: run(corenn, t), lambda t: run(torch, t), [_normal(2, 3)], torch)
+    with pytest.raises(RuntimeError):
+        corenn.ones(2, 3).resize(4)

@@ -34,7 +34,8 @@ EXCLUSIONS = [
      re.compile(r"DataPipe|^DataChunk$|^argument_validation$|^runtime_validation|^non_deterministic$|"
                 r"^guaranteed_datapipes_determinism$"), {"utils.data"}),
     ("sparse layouts", re.compile(r"sparse|^to_dense$|^coalesce$|^is_coalesced$|^indices$|^values$|^crow_|^col_|"
-                                  r"^ccol_|^row_indices$|^smm$|^sspaddmm$|^hspmm$|_csr|_csc|_bsr|_bsc|^dense_dim$")),
+                                  r"^ccol_|^row_indices$|^smm$|^sspaddmm$|^hspmm$|_csr|_csc|_bsr|_bsc|^dense_dim$|"
+                                  r"^(indices|values|row_indices)_copy$")),  # the *_copy forms of sparse accessors
     ("quantized (corenn-quantize)", re.compile(r"quantiz|^q_|^int_repr$|^qscheme$|^per_channel|^per_tensor|"
                                                r"^quint|^qint|^fake_quant|^dequantize$|^fbgemm|^Q[A-Z]")),
     ("named tensors", re.compile(r"^names$|^refine_names$|^align_to$|^align_as$|^rename_?$|^has_names$|^unflatten_dense")),

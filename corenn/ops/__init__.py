@@ -121,6 +121,8 @@ def _bind_methods(tensor_cls):
     tensor_cls.unfold = layout.unfold  # the sliding window (nn.functional.unfold is im2col)
     tensor_cls.resize_ = layout.resize_
     tensor_cls.resize_as_ = layout.resize_as_
+    tensor_cls.resize, tensor_cls.resize_as = layout.resize, layout.resize_as
+    tensor_cls.as_strided_ = layout.as_strided_
     from corenn.tensor.creation import new_empty_strided
     tensor_cls.new_empty_strided = new_empty_strided
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",

@@ -853,8 +853,55 @@ def resize_as_(input, the_template, *, memory_format=None):
     return resize_(input, the_template.shape, memory_format=memory_format)
 
 
+def resize(input, *sizes):
+    """``Tensor.resize``, deprecated in PyTorch: a reshape to ``sizes``, which must keep the element count."""
+    warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
+    shape = _sizes(sizes)
+    if math.prod(shape) != input.numel():
+        raise RuntimeError(f"You requested a tensor size of {math.prod(shape)}, but the tensor has "
+                           f"{input.numel()} elements")
+    return reshape(input, shape)
+
+
+def resize_as(input, tensor):
+    """``Tensor.resize_as``, deprecated in PyTorch: :func:`resize` to ``tensor``'s shape."""
+    warnings.warn("non-inplace resize_as is deprecated", UserWarning, stacklevel=2)
+    if math.prod(tensor.shape) != input.numel():
+        raise RuntimeError(f"You requested a tensor size of {math.prod(tensor.shape)}, but the tensor has "
+                           f"{input.numel()} elements")
+    return reshape(input, tensor.shape)
+
+
+def as_strided_(input, size, stride, storage_offset=None):
+    """``Tensor.as_strided_``: give ``input`` the geometry ``size``/``stride`` in place, over its own elements.
+
+    The same limits as :func:`as_strided`; the tensor becomes a strided view of its former elements
+    (so ``stride()`` reports ``stride``). A tensor that requires grad raises NotImplementedError.
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if input.requires_grad:
+        raise NotImplementedError("as_strided_(): corenn changes the geometry of tensors that don't require grad "
+                                  "only; use as_strided (out of place) in a graph")
+    positions = _strided_positions(input, size, stride, storage_offset, "as_strided_")
+    xp = input._device._xp
+    flat = input._data.reshape(-1)
+    start = int(positions.reshape(-1)[0]) if positions.size else 0
+    itemsize = flat.dtype.itemsize
+    input._data = xp.lib.stride_tricks.as_strided(flat[start:], tuple(check_ints(size, "size")),
+                                                  tuple(s * itemsize for s in check_ints(stride, "stride")))
+    return input
+
+
+def index_put_(input, indices, values, accumulate=False):
+    """In-place :func:`index_put` (``torch.index_put_``)."""
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    return input._inplace_from(index_put(input, indices, values, accumulate))
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)
            and getattr(value, "__module__", None) == __name__
-           and name not in ("unfold", "resize_")]  # Tensor methods only, as in PyTorch
+           and name not in ("unfold", "resize_", "resize", "resize_as")]  # Tensor methods only, as in PyTorch
