@@ -176,3 +176,53 @@ def test_multi_head_attention_forward_errors():
         F.multi_head_attention_forward(x, x, x, *args, attn_mask=corenn.zeros(2, 2))
     with pytest.raises(AssertionError, match="use_separate_proj_weight is False but in_proj_weight is None"):
         F.multi_head_attention_forward(x, x, x, 4, 2, None, None, None, None, False, 0.0, corenn.randn(4, 4), None)
+
+
+FRACTIONAL = [(2, (2, 3, 9, 8), dict(kernel_size=2, output_size=5)),
+              (2, (3, 9, 8), dict(kernel_size=(3, 2), output_size=(4, 6))),
+              (2, (2, 2, 10, 7), dict(kernel_size=2, output_ratio=0.5)),
+              (3, (2, 2, 7, 8, 6), dict(kernel_size=2, output_size=(4, 5, 3))),
+              (3, (2, 6, 6, 7), dict(kernel_size=(3, 2, 2), output_ratio=(0.5, 0.6, 0.7)))]
+
+
+@pytest.mark.parametrize("n,shape,options", FRACTIONAL)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fractional_max_pool_matches_torch_with_the_same_samples(n, shape, options, dtype):
+    x = RNG.standard_normal(shape).astype(dtype)
+    samples = RNG.random((shape[0] if len(shape) == n + 2 else 1, shape[-n - 1], n)).astype(dtype)
+    ours = getattr(nn, f"FractionalMaxPool{n}d")(return_indices=True, _random_samples=corenn.tensor(samples),
+                                                 **options)
+    theirs = getattr(torch.nn, f"FractionalMaxPool{n}d")(return_indices=True, _random_samples=torch.tensor(samples),
+                                                         **options)
+    assert repr(ours) == repr(theirs)
+    assert list(dict(ours.named_buffers())) == list(dict(theirs.named_buffers()))
+    (out, indices), (expected, expected_indices) = ours(corenn.tensor(x)), theirs(torch.tensor(x))
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    if dtype == np.float64:
+        compare_with_torch(lambda t: ours(t)[0], lambda t: theirs(t)[0], [x], torch)
+        function = getattr(F, f"fractional_max_pool{n}d_with_indices")
+        assert gradcheck(lambda t: function(t, _random_samples=corenn.tensor(samples), **options)[0],
+                         (corenn.tensor(x, requires_grad=True),))
+
+
+def test_fractional_max_pool_draws_samples_and_checks_arguments():
+    out = F.fractional_max_pool2d(corenn.randn(2, 3, 9, 9), 2, output_size=4)
+    assert out.shape == (2, 3, 4, 4)
+    with pytest.raises(ValueError, match="fractional_max_pool2d requires specifying either an output_size"):
+        F.fractional_max_pool2d(corenn.randn(1, 1, 4, 4), 2)
+    with pytest.raises(RuntimeError, match="fractional_max_pool2d\\(\\): pool height 3 too large relative to input"):
+        F.fractional_max_pool2d(corenn.randn(1, 1, 4, 4), 3, output_size=3, _random_samples=corenn.rand(1, 1, 2))
+    with pytest.raises(RuntimeError, match="fractional_max_pool3d_out\\(\\): pool time 3 too large"):
+        F.fractional_max_pool3d(corenn.randn(1, 1, 4, 4, 4), 3, output_size=3)
+    with pytest.raises(RuntimeError, match="fractional_max_pool3d_out\\(\\): pool time 2 too large"):
+        F.fractional_max_pool3d(corenn.randn(1, 1, 4, 4, 4), 2, output_size=3)  # PyTorch's 3-d check is strict
+    assert F.fractional_max_pool2d(corenn.randn(1, 1, 4, 4), 2, output_size=3).shape == (1, 1, 3, 3)
+    with pytest.raises(RuntimeError, match="Expect _random_samples.size\\(1\\) equals to input channel size"):
+        F.fractional_max_pool2d(corenn.randn(1, 1, 4, 4), 2, output_size=3, _random_samples=corenn.rand(1, 2, 2))
+    with pytest.raises(ValueError, match="output_ratio must be between 0 and 1 \\(got 1.5\\)"):
+        nn.FractionalMaxPool2d(3, output_ratio=1.5)
+    with pytest.raises(ValueError, match="only one of output_size and output_ratio may be specified"):
+        nn.FractionalMaxPool3d(2, output_size=2, output_ratio=0.5)
+    with pytest.raises(ValueError, match="kernel_size must be greater than 0, but got 0"):
+        nn.FractionalMaxPool3d(0, output_ratio=0.5)

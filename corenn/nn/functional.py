@@ -1904,3 +1904,51 @@ def _static(tensor, name, batch, heads, head_dim):
         raise AssertionError(f"expecting {name} of shape ({batch * heads}, S, {head_dim}), but got "
                              f"{tuple(tensor.shape)}")
     return tensor.reshape(batch, heads, tensor.shape[1], head_dim)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Fractional max pooling (the kernel: corenn/ops/pooling.py)
+# ---------------------------------------------------------------------------------------------------------
+
+from corenn.ops.pooling import _fractional_max_poolnd  # noqa: E402
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """Max pooling over windows at pseudo-random starts that shrink (N, C, H, W) to ``output_size`` (or
+    ``output_ratio`` of the input). ``_random_samples`` (N, C, 2), uniform in [0, 1), fixes the windows.
+
+        >>> F.fractional_max_pool2d(corenn.randn(1, 2, 9, 9), 2, output_size=5).shape
+        corenn.Size([1, 2, 5, 5])
+    """
+    return _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """:func:`fractional_max_pool2d` that always returns ``(output, indices)``.
+
+        >>> F.fractional_max_pool2d_with_indices(corenn.randn(1, 1, 6, 6), 2, output_ratio=0.5)[1].shape
+        corenn.Size([1, 1, 3, 3])
+    """
+    return _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, True, _random_samples, 2)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """:func:`fractional_max_pool2d` over (N, C, T, H, W); ``_random_samples`` is (N, C, 3).
+
+        >>> F.fractional_max_pool3d(corenn.randn(1, 1, 6, 6, 6), 2, output_size=4).shape
+        corenn.Size([1, 1, 4, 4, 4])
+    """
+    return _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """:func:`fractional_max_pool3d` that always returns ``(output, indices)``.
+
+        >>> F.fractional_max_pool3d_with_indices(corenn.randn(1, 1, 6, 6, 6), 2, output_size=3)[0].shape
+        corenn.Size([1, 1, 3, 3, 3])
+    """
+    return _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, True, _random_samples, 3)

@@ -389,6 +389,73 @@ class MaxUnpool(Op):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# fractional max pooling: pseudo-random window starts per (sample, channel) plane (Graham 2014)
+# ---------------------------------------------------------------------------------------------------------
+
+def _fractional_starts(xp, samples, size, out, k):
+    """PyTorch's ``generate_intervals`` for each plane's sample u (arithmetic in the input's dtype):
+    start i = int((i + u) * alpha) - int(u * alpha), alpha = (size - k) / (out - 1); the last is size - k."""
+    starts = xp.full(samples.shape + (out,), size - k, dtype=xp.int64)
+    if out > 1:
+        alpha = samples.dtype.type(size - k) / samples.dtype.type(out - 1)
+        i = xp.arange(out - 1, dtype=samples.dtype)
+        first = xp.trunc((i + samples[..., None]) * alpha).astype(xp.int64)
+        starts[..., :-1] = first - xp.trunc(samples * alpha).astype(xp.int64)[..., None]
+    return starts
+
+
+@kernel("fractional_max_pool", "FractionalMaxPool2DBackward0")
+class FractionalMaxPool(Op):
+    """Max over windows of ``kernel_size`` at starts drawn from ``samples`` (N, C, dims), one per plane and dim
+    (for 2-d the samples list width first, as PyTorch's); returns the maxima and PyTorch's flat indices."""
+
+    num_outputs = 2
+    differentiable_outputs = (True, False)
+
+    @staticmethod
+    def forward(ctx, x, samples, kernel_size, output_size):
+        xp = ctx.xp
+        n = len(kernel_size)
+        sizes = x.shape[2:]
+        order = (1, 0) if n == 2 else (0, 1, 2)  # which sample drives which spatial dim
+        flat = xp.zeros((1, 1) + (1,) * (2 * n), dtype=xp.int64)
+        for dim, (size, k, out) in enumerate(zip(sizes, kernel_size, output_size)):
+            starts = _fractional_starts(xp, samples[..., order[dim]], size, out, k)  # (N, C, out)
+            positions = starts[..., None] + xp.arange(k)  # (N, C, out, k), placed at dims (2 + dim, 2 + n + dim)
+            flat = flat * size + positions.reshape(x.shape[:2] + tuple(
+                out if d == dim else 1 for d in range(n)) + tuple(k if d == dim else 1 for d in range(n)))
+        window = math.prod(kernel_size)
+        flat = xp.broadcast_to(flat, x.shape[:2] + tuple(output_size) + tuple(kernel_size))
+        flat = flat.reshape(x.shape[:2] + tuple(output_size) + (window,))
+        planes = x.reshape(x.shape[:2] + (-1,))
+        values = xp.take_along_axis(planes, flat.reshape(x.shape[:2] + (-1,)), axis=2).reshape(flat.shape)
+        best = values.argmax(axis=-1)  # the first maximum wins ties (PyTorch: ``val > maxVal``)
+        if x.dtype.kind == "f":
+            nan = xp.isnan(values)
+            if nan.any().item():  # a NaN wins its window, at its last position
+                last_nan = window - 1 - nan[..., ::-1].argmax(axis=-1)
+                best = xp.where(nan.any(axis=-1), last_nan, best)
+        out = xp.take_along_axis(values, best[..., None], axis=-1)[..., 0]
+        indices = xp.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+        ctx.save_for_backward(indices)
+        ctx.input_shape = x.shape
+        ctx.grad_fn_name = f"FractionalMaxPool{n}DBackward0"
+        return out, indices
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        (indices,) = ctx.saved
+        shape = ctx.input_shape
+        planes, plane = math.prod(shape[:2]), math.prod(shape[2:])
+        grad_input = xp.zeros(planes * plane, dtype=grad[0].dtype)
+        base = (xp.arange(planes) * plane).reshape((planes,) + (1,) * (indices.ndim - 2))
+        # windows overlap: add.at accumulates every window's maximum at one element
+        xp.add.at(grad_input, (indices.reshape((planes,) + indices.shape[2:]) + base).reshape(-1), grad[0].reshape(-1))
+        return grad_input.reshape(shape), None
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Front ends (``torch.nn.functional.max_pool2d`` ...)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -662,6 +729,50 @@ def _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, n):
     else:
         out = run("max_unpool", input, indices, output_size=tuple(output_size))
     return out.squeeze(0) if unbatched else out
+
+
+def _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, return_indices, random_samples, n):
+    import corenn
+    op = f"fractional_max_pool{n}d"
+    check_tensor(input, "input", op)
+    kernel_size = _tuple(kernel_size, n, "kernel_size", op)
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+    if output_size is None:
+        ratios = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * n
+        output_size = [int(size * ratio) for size, ratio in zip(input.shape[-n:], ratios)]
+    output_size = _tuple(output_size, n, "output_size", op)
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"{op}(): Expected {n + 1}D or {n + 2}D tensor, but got: {list(input.shape)}")
+    if any(s == 0 for s in input.shape[1:]):
+        raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got "
+                           f"{list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"{op}\" not implemented for '{input.dtype}'")
+    names = ("height", "width") if n == 2 else ("time", "height", "width")
+    for name, size, k, out in zip(names, input.shape[-n:], kernel_size, output_size):
+        # PyTorch's 2-d check allows windows up to the last element, its 3-d one stops one short
+        if out + k - 1 > size or n == 3 and out + k - 1 == size:
+            suffix = "" if n == 2 else "_out"
+            raise RuntimeError(f"{op}{suffix}(): pool {name} {k} too large relative to input {name} {size}")
+    unbatched = input.ndim == n + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    if random_samples is None:
+        random_samples = corenn.rand(input.shape[0], input.shape[1], n, dtype=input.dtype, device=input.device)
+    check_tensor(random_samples, "_random_samples", op)
+    if random_samples.ndim != 3 or random_samples.shape[2] != n:
+        raise RuntimeError(f"{op}(): Expect _random_samples to be of shape (N, C, {n}), got "
+                           f"{list(random_samples.shape)}")
+    if random_samples.shape[0] != input.shape[0]:
+        raise RuntimeError("Expect _random_samples to have the same batch size as input.")
+    if random_samples.shape[1] != input.shape[1]:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    out, indices = run("fractional_max_pool", input, random_samples.detach().to(input.dtype),
+                       kernel_size=kernel_size, output_size=output_size)
+    if unbatched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return (out, indices) if return_indices else out
 
 
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).

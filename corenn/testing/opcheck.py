@@ -944,6 +944,21 @@ _POOL += [
            Float((1, 2, 1, 2, 3), -0.8, 0.8)], label="5d", **_N),
 ]
 
+def _fractional_samples(lib, x, n):
+    """Fixed window starts, so that both libraries pool the same windows."""
+    samples = np.linspace(0.1, 0.9, x.shape[0] * x.shape[1] * n).reshape(x.shape[0], x.shape[1], n)
+    return lib.tensor(samples, dtype=x.dtype)
+
+
+_POOL += [
+    OpCase("fractional_max_pool2d", lambda lib, x: functional(lib).fractional_max_pool2d(
+        x, 2, output_size=(4, 3), _random_samples=_fractional_samples(lib, x, 2)), [Float((2, 2, 7, 6), distinct=True)],
+        kernels=("fractional_max_pool",)),
+    OpCase("fractional_max_pool3d", lambda lib, x: functional(lib).fractional_max_pool3d(
+        x, (2, 3, 2), output_size=(3, 2, 3), _random_samples=_fractional_samples(lib, x, 3)),
+        [Float((1, 2, 5, 5, 5), distinct=True)], kernels=("fractional_max_pool",)),
+]
+
 _NORM = [
     OpCase("batch_norm", lambda lib, x, w, b: functional(lib).batch_norm(x, None, None, w, b, training=True),
            [Float((4, 3, 2)), Float((3,)), Float((3,))], label="train", **_N),

@@ -1,5 +1,5 @@
 """Pooling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d,
-MaxUnpool1d/2d/3d."""
+MaxUnpool1d/2d/3d, FractionalMaxPool2d/3d."""
 from __future__ import annotations
 
 from corenn.module.module import Module
@@ -251,6 +251,53 @@ class MaxUnpool3d(_MaxUnpoolNd):
 
         >>> nn.MaxUnpool3d(2, stride=1)
         MaxUnpool3d(kernel_size=(2, 2, 2), stride=(1, 1, 1), padding=(0, 0, 0))
+    """
+
+    _n = 3
+
+
+class _FractionalMaxPoolNd(Module):
+    _n = 0
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples=None):
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        if n == 3 and any(k <= 0 for k in _ntuple(kernel_size, n)):
+            raise ValueError(f"kernel_size must be greater than 0, but got {kernel_size}")
+        self.kernel_size = _ntuple(kernel_size, n)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _ntuple(output_size, n) if output_size is not None else None
+        self.output_ratio = _ntuple(output_ratio, n) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        pool = getattr(F, f"fractional_max_pool{self._n}d")
+        return pool(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                    _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Max pooling over windows at pseudo-random starts (Graham 2014) to a fixed size or ratio.
+
+        >>> nn.FractionalMaxPool2d(3, output_ratio=0.5)(corenn.randn(1, 2, 10, 10)).shape
+        corenn.Size([1, 2, 5, 5])
+    """
+
+    _n = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """:class:`FractionalMaxPool2d` over (N, C, T, H, W).
+
+        >>> nn.FractionalMaxPool3d(2, output_size=(3, 3, 3))(corenn.randn(1, 1, 6, 6, 6)).shape
+        corenn.Size([1, 1, 3, 3, 3])
     """
 
     _n = 3
