@@ -226,3 +226,21 @@ def test_fractional_max_pool_draws_samples_and_checks_arguments():
         nn.FractionalMaxPool3d(2, output_size=2, output_ratio=0.5)
     with pytest.raises(ValueError, match="kernel_size must be greater than 0, but got 0"):
         nn.FractionalMaxPool3d(0, output_ratio=0.5)
+
+
+@pytest.mark.parametrize("size,channels", [(1, 3), (3, 2), (3, 7), (5, 9), (4, 6), (2, 1)])
+def test_cross_map_lrn2d_matches_torch(size, channels):
+    ours, theirs = nn.CrossMapLRN2d(size, alpha=0.3, beta=0.6, k=1.5), torch.nn.CrossMapLRN2d(size, 0.3, 0.6, 1.5)
+    assert repr(ours) == repr(theirs)
+    x = RNG.standard_normal((2, channels, 3, 2))
+    if size == 1:  # PyTorch's backward fails for a one-channel window; so does this one, with its message
+        np.testing.assert_allclose(ours(corenn.tensor(x)).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-12)
+        with pytest.raises(RuntimeError, match="start \\(1\\) \\+ length \\(3\\) exceeds dimension size \\(3\\)"):
+            ours(corenn.tensor(x, requires_grad=True)).sum().backward()
+        return
+    # the backward is PyTorch's formula, compared with PyTorch's values (see the kernel's docstring)
+    compare_with_torch(ours, theirs, [x], torch)
+    if channels == 1:  # where that formula is the forward's derivative
+        assert gradcheck(ours, (corenn.tensor(RNG.standard_normal((2, 1, 3, 2)), requires_grad=True),))
+    with pytest.raises(ValueError, match="CrossMapLRN2d: Expected input to be 4D, got 3D instead."):
+        ours(corenn.randn(2, 3, 4))

@@ -233,6 +233,66 @@ def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return run("group_norm", input, weight, bias, num_groups=int(num_groups), eps=eps)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# cross-map local response norm (nn.CrossMapLRN2d): Lua Torch's SpatialCrossMapLRN, as PyTorch computes it
+# ---------------------------------------------------------------------------------------------------------
+
+@kernel("cross_map_lrn2d", "CrossMapLRN2dBackward")
+class CrossMapLRN2d(Op):
+    """``x / scale ** beta``, ``scale = k + alpha / size * (sum of squares over a window of channels)``.
+
+    The window slides as in PyTorch's implementation: the first channel sums channels
+    ``[0, (size - 1) // 2 + 1)``, each next one adds a channel ahead and, past the first
+    ``(size - 1) // 2 + 1``, drops one behind. The backward is PyTorch's (Lua Torch's formula, a
+    symmetric window); it is the derivative of the forward for one channel only, and PyTorch's
+    own gradcheck fails beyond that too.
+    """
+
+    @staticmethod
+    def forward(ctx, x, size, alpha, beta, k):
+        xp = ctx.xp
+        channels = x.shape[1]
+        square = x * x
+        pre_pad = int((size - 1) / 2 + 1)
+        scale = xp.empty_like(x)
+        scale[:, 0] = square[:, :min(pre_pad, channels)].sum(axis=1)
+        for c in range(1, channels):
+            scale[:, c] = scale[:, c - 1]
+            if c < channels - pre_pad + 1:
+                scale[:, c] += square[:, c + pre_pad - 1]
+            if c > pre_pad:
+                scale[:, c] -= square[:, c - pre_pad]
+        scale = scale * (alpha / size) + k
+        out = xp.power(scale, -beta) * x
+        ctx.save_for_backward(x, out, scale)
+        ctx.params = (size, alpha, beta)
+        return out.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        x, out, scale = ctx.saved
+        size, alpha, beta = ctx.params
+        channels = x.shape[1]
+        inverse_pre_pad = int(size - (size - 1) / 2)
+        if inverse_pre_pad + channels > channels + size - 1:  # size 1: PyTorch's narrow fails the same way
+            raise RuntimeError(f"start ({inverse_pre_pad}) + length ({channels}) exceeds dimension size "
+                               f"({channels + size - 1}).")
+        padded = xp.zeros((x.shape[0], channels + size - 1) + x.shape[2:], dtype=x.dtype)
+        padded[:, inverse_pre_pad:inverse_pre_pad + channels] = grad * out / scale
+        window = sum(padded[:, offset:offset + channels] for offset in range(size))  # channels [c, c + size)
+        grad_input = xp.power(scale, -beta) * grad - (2 * alpha * beta / size) * x * window
+        return grad_input.astype(x.dtype, copy=False)
+
+
+def _cross_map_lrn2d(input, size, alpha, beta, k):
+    check_tensor(input, "input", "CrossMapLRN2d")
+    if input.ndim != 4:
+        raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+    return run("cross_map_lrn2d", input, size=check_int(size, "size"), alpha=float(alpha), beta=float(beta),
+               k=float(k))
+
+
 # No public op functions: the front ends are ``corenn.nn.functional.batch_norm`` / ``layer_norm`` /
 # ``group_norm`` (torch.batch_norm etc. take other arguments; they are not mirrored here).
 __all__ = [name for name, value in list(globals().items())

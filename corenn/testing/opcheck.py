@@ -978,6 +978,12 @@ _NORM = [
            **_N),
 ]
 
+# PyTorch's CrossMapLRN2d backward is its forward's derivative for one channel only (see the kernel)
+_NORM += [
+    OpCase("CrossMapLRN2d", lambda lib, x: lib.nn.CrossMapLRN2d(3, 0.3, 0.6, 1.5)(x), [Float((2, 1, 3, 2))],
+           kernels=("cross_map_lrn2d",), **_N),
+]
+
 _CLASSES = [Float((4, 3)), Index((4,), 3)]
 _LOSS = [
     OpCase("cross_entropy", _f("cross_entropy"), _CLASSES, **_N),

@@ -267,3 +267,23 @@ class BatchNorm3d(_BatchNorm):
     """
 
     _expected_dims = (5,)
+
+
+class CrossMapLRN2d(Module):
+    """Lua Torch's cross-channel local response norm of (N, C, H, W) input, as PyTorch's ``nn.CrossMapLRN2d``
+    (its own window rule and backward: see ``corenn.ops.normalization.CrossMapLRN2d``).
+
+        >>> nn.CrossMapLRN2d(3, alpha=1e-4, beta=0.75, k=1)
+        CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        from corenn.ops.normalization import _cross_map_lrn2d
+        return _cross_map_lrn2d(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
