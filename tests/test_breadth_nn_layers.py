@@ -244,3 +244,38 @@ def test_cross_map_lrn2d_matches_torch(size, channels):
         assert gradcheck(ours, (corenn.tensor(RNG.standard_normal((2, 1, 3, 2)), requires_grad=True),))
     with pytest.raises(ValueError, match="CrossMapLRN2d: Expected input to be 4D, got 3D instead."):
         ours(corenn.randn(2, 3, 4))
+
+
+@pytest.mark.parametrize("options", [dict(cutoffs=[3, 6], div_value=2.0), dict(cutoffs=[5], head_bias=True),
+                                     dict(cutoffs=[2, 4, 7], div_value=1.5)])
+def test_adaptive_log_softmax_with_loss_matches_torch(options):
+    ours = nn.AdaptiveLogSoftmaxWithLoss(8, 10, **options).double()
+    theirs = torch.nn.AdaptiveLogSoftmaxWithLoss(8, 10, **options).double()
+    assert repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: corenn.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+    x = RNG.standard_normal((6, 8))
+    target = np.array([0, 9, 3, 5, 2, 7])
+    for part in (0, 1):  # output, loss
+        compare_with_torch(lambda t: ours(t, corenn.tensor(target))[part],
+                           lambda t: theirs(t, torch.tensor(target))[part], [x], torch)
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+    compare_with_torch(ours.log_prob, theirs.log_prob, [x], torch)
+    np.testing.assert_array_equal(ours.predict(corenn.tensor(x)).numpy(), theirs.predict(torch.tensor(x)).numpy())
+    single = ours(corenn.tensor(x[0]), corenn.tensor(target[5]))
+    expected = theirs(torch.tensor(x[0]), torch.tensor(target[5]))
+    assert single.output.shape == () and np.isclose(single.output.item(), expected.output.item())
+    assert gradcheck(lambda t: ours(t, corenn.tensor(target)).loss, (corenn.tensor(x, requires_grad=True),))
+
+
+def test_adaptive_log_softmax_errors():
+    with pytest.raises(ValueError, match="cutoffs should be a sequence of unique, positive integers"):
+        nn.AdaptiveLogSoftmaxWithLoss(8, 10, [5, 3])
+    with pytest.raises(ValueError, match="cutoffs should be a sequence of length larger than 0"):
+        nn.AdaptiveLogSoftmaxWithLoss(8, 10, [])
+    asm = nn.AdaptiveLogSoftmaxWithLoss(8, 10, [4])
+    with pytest.raises(RuntimeError, match="Target values should be in \\[0, 9\\], but values in range \\[0, 12\\]"):
+        asm(corenn.randn(2, 8), corenn.tensor([0, 12]))
+    with pytest.raises(RuntimeError, match="0D or 1D target tensor expected, multi-target not supported"):
+        asm(corenn.randn(2, 8), corenn.tensor([[0, 1]]))
