@@ -10,6 +10,7 @@ Example::
 """
 from corenn.optim import lr_scheduler
 from corenn.optim.adadelta import Adadelta
+from corenn.optim.adafactor import Adafactor
 from corenn.optim.adagrad import Adagrad
 from corenn.optim.adam import Adam, AdamW
 from corenn.optim.adamax import Adamax
@@ -23,4 +24,4 @@ from corenn.optim.rmsprop import RMSprop
 from corenn.optim.sgd import SGD
 
 __all__ = ["Optimizer", "OptimizerLoadResult", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "Adafactor", "lr_scheduler"]

@@ -134,6 +134,10 @@ class Optimizer:
         tensor([0.2000, 0.2000, 0.2000], requires_grad=True)
     """
 
+    #: state entries whose shape is not the parameter's (Adafactor's row and column statistics): loading a
+    #: state dict checks the others against their parameter's shape
+    _reduced_state_keys: frozenset = frozenset()
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
@@ -457,7 +461,8 @@ class Optimizer:
                 if not isinstance(value, dict):
                     raise TypeError(f"optimizer state for parameter {label[key]} must be a dict, "
                                     f"got {type(value).__name__}")
-                new_state[param] = {k: _cast_state(param, k, v, label[key]) for k, v in value.items()}
+                new_state[param] = {k: _cast_state(param, k, v, label[key], k not in self._reduced_state_keys)
+                                    for k, v in value.items()}
             elif not by_name:
                 new_state[key] = value  # state not tied to a parameter is kept as is (PyTorch does the same)
 
@@ -487,12 +492,12 @@ def _register(hooks: OrderedDict, hook, prepend: bool) -> RemovableHandle:
     return handle
 
 
-def _cast_state(param: Tensor, key, value, label: str):
+def _cast_state(param: Tensor, key, value, label: str, param_shaped: bool = True):
     """A private copy of one saved state value, on the parameter's device and (except ``step``) dtype."""
     if isinstance(value, Tensor):
         if key == "step":
             return value.clone()
-        if value.ndim > 0 and tuple(value.shape) != tuple(param.shape):
+        if param_shaped and value.ndim > 0 and tuple(value.shape) != tuple(param.shape):
             raise RuntimeError(f"loaded optimizer state {key!r} for parameter {label} has shape {list(value.shape)}, "
                                f"but the parameter has shape {list(param.shape)}")
         if param.is_floating_point():
