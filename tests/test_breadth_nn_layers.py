@@ -279,3 +279,66 @@ def test_adaptive_log_softmax_errors():
         asm(corenn.randn(2, 8), corenn.tensor([0, 12]))
     with pytest.raises(RuntimeError, match="0D or 1D target tensor expected, multi-target not supported"):
         asm(corenn.randn(2, 8), corenn.tensor([[0, 1]]))
+
+
+LINEAR_CE = [((4, 3), (5, 3), "index", {}), ((3,), (5, 3), "index", dict(reduction="sum")),
+             ((4, 3), (5, 2, 3), "index", dict(label_smoothing=0.1, ignore_index=1)),
+             ((4, 3), (5, 3), "probabilities", dict(reduction="none")),
+             ((4, 3), (5, 3), "index", dict(weight=True, bias=True))]
+
+
+@pytest.mark.parametrize("input_shape,weight_shape,target_kind,options", LINEAR_CE)
+def test_linear_cross_entropy_matches_torch(input_shape, weight_shape, target_kind, options):
+    options = dict(options)
+    arrays = [RNG.standard_normal(input_shape), RNG.standard_normal(weight_shape)]
+    logits_shape = input_shape[:-1] + weight_shape[:-1]
+    if target_kind == "index":
+        target = RNG.integers(0, weight_shape[0], input_shape[:-1] + weight_shape[1:-1])
+    else:
+        target = RNG.dirichlet(np.ones(weight_shape[0]), input_shape[:-1])
+    names = ["input", "linear_weight"]
+    if options.pop("bias", False):
+        arrays.append(RNG.standard_normal(weight_shape[:-1]))
+        names.append("linear_bias")
+    if options.pop("weight", False):
+        arrays.append(RNG.uniform(0.5, 1.5, weight_shape[0]))
+        names.append("weight")
+    assert len(logits_shape) >= 1
+
+    def call(functional, lib, *tensors):
+        kwargs = dict(zip(names, tensors))
+        return functional.linear_cross_entropy(kwargs.pop("input"), kwargs.pop("linear_weight"), lib.tensor(target),
+                                               **kwargs, **options)
+
+    frozen = (names.index("weight"),) if "weight" in names else ()
+    compare_with_torch(lambda *t: call(F, corenn, *t), lambda *t: call(TF, torch, *t), arrays, torch, frozen=frozen)
+
+
+def test_linear_cross_entropy_loss_module_matches_torch():
+    ours = nn.LinearCrossEntropyLoss(4, 5, out_features=(2,), bias=True, label_smoothing=0.2).double()
+    theirs = torch.nn.LinearCrossEntropyLoss(4, 5, out_features=(2,), bias=True, label_smoothing=0.2).double()
+    assert repr(ours) == repr(theirs)
+    ours.load_state_dict({k: corenn.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+    target = RNG.integers(0, 5, (3, 2))
+    compare_with_torch(lambda x: ours(x, corenn.tensor(target)), lambda x: theirs(x, torch.tensor(target)),
+                       [RNG.standard_normal((3, 4))], torch)
+    np.testing.assert_allclose(ours.linear.weight.grad.numpy(), theirs.linear.weight.grad.numpy(), rtol=1e-10)
+    with pytest.raises(NotImplementedError, match="linear_cross_entropy: options"):
+        F.linear_cross_entropy(corenn.randn(2, 3), corenn.randn(4, 3), corenn.tensor([0, 1]), options=object())
+    with pytest.raises(RuntimeError, match="expected weight shape to be \\(5,\\), got \\(3,\\)"):
+        nn.LinearCrossEntropyLoss(4, 5, weight=corenn.ones(3))
+    with pytest.raises(RuntimeError, match="K-dimensional loss defined by linear_weight shape \\(5, 3, 4\\)"):
+        F.linear_cross_entropy(corenn.randn(4), corenn.randn(5, 3, 4), corenn.tensor([1, 2, 0]))
+    with pytest.raises(RuntimeError, match="ignore_index cannot be specified when target contains probabilities"):
+        F.linear_cross_entropy(corenn.randn(2, 4), corenn.randn(5, 4), corenn.rand(2, 5), ignore_index=1)
+
+
+def test_nll_loss_2d_is_nll_loss():
+    with pytest.warns(FutureWarning, match="`NLLLoss2d` has been deprecated"):
+        ours = nn.NLLLoss2d(ignore_index=1)
+    with pytest.warns(FutureWarning):
+        theirs = torch.nn.NLLLoss2d(ignore_index=1)
+    assert repr(ours) == repr(theirs) and isinstance(ours, nn.NLLLoss)
+    target = RNG.integers(0, 3, (2, 4, 2))
+    compare_with_torch(lambda x: ours(x, corenn.tensor(target)), lambda x: theirs(x, torch.tensor(target)),
+                       [RNG.standard_normal((2, 3, 4, 2))], torch)

@@ -1952,3 +1952,48 @@ def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, out
         corenn.Size([1, 1, 3, 3, 3])
     """
     return _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, True, _random_samples, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Linear layer and cross entropy in one call
+# ---------------------------------------------------------------------------------------------------------
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``; a ``linear_weight`` of shape
+    (C, d_1, ..., d_K, in_features) gives the K-dimensional loss's logits (N, C, d_1, ..., d_K).
+
+    ``options`` (PyTorch's chunked evaluation, a memory saving with the same values) is not implemented.
+
+        >>> F.linear_cross_entropy(corenn.randn(3, 4), corenn.randn(5, 4), corenn.tensor([0, 4, 2])).shape
+        corenn.Size([])
+    """
+    if options is not None:
+        raise NotImplementedError("linear_cross_entropy: options (the chunked path) is not implemented; pass "
+                                  "options=None")
+    check_tensor(input, "input", "linear_cross_entropy")
+    check_tensor(linear_weight, "linear_weight", "linear_cross_entropy")
+    if input.ndim < 1 or input.ndim > 2:
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.ndim}")
+    if linear_weight.ndim < 2:
+        raise RuntimeError(f"expected linear_weight with dimensionality at least 2, got {linear_weight.ndim}")
+    batches, in_features = tuple(input.shape[:-1]), input.shape[-1]
+    if in_features != linear_weight.shape[-1]:
+        raise RuntimeError(f"expected equal input and linear_weight last dimensions (in_features), got "
+                           f"{input.shape[-1]} and {linear_weight.shape[-1]}, respectively")
+    classes, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != (classes, *out_features):
+        raise RuntimeError(f"expected linear_bias shape {(classes, *out_features)}, got {tuple(linear_bias.shape)}")
+    if out_features and not batches:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape {tuple(linear_weight.shape)} requires "
+                           f"batched input, (N, {in_features}), got unbatched input with shape {tuple(input.shape)}")
+    logits_shape = (*batches, classes, *out_features)
+    if tuple(target.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError("ignore_index cannot be specified when target contains probabilities")
+    if out_features:
+        linear_weight = linear_weight.reshape(math.prod(out_features, start=classes), in_features)
+        if linear_bias is not None:
+            linear_bias = linear_bias.reshape(math.prod(out_features, start=classes))
+    logits = linear(input, linear_weight, linear_bias).reshape(logits_shape)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)

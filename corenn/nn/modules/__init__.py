@@ -42,7 +42,7 @@ _SOURCES = {
              "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MarginRankingLoss",
              "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
              "TripletMarginWithDistanceLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
-             "CTCLoss"],
+             "CTCLoss", "LinearCrossEntropyLoss", "NLLLoss2d"],
     "transformer": ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder",
                     "Transformer"],
     "adaptive": ["AdaptiveLogSoftmaxWithLoss"],
