@@ -38,12 +38,12 @@ def rot90(input, k=1, dims=(0, 1)):
     dims = check_ints(dims, "dims")
     k = check_int(k, "k")
     if len(dims) != 2:
-        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+        raise RuntimeError(named(f"expected total rotation dims == 2, but got dims = {len(dims)}"))
     if input.ndim < 2:
-        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+        raise RuntimeError(named(f"expected total dims >= 2, but got total dims = {input.ndim}"))
     first, second = (_normalize_dim(d, input.ndim) for d in dims)
     if first == second:
-        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {first} and dim1 = {second}")
+        raise RuntimeError(named(f"expected rotation dims to be different, but got dim0 = {first} and dim1 = {second}"))
     k %= 4
     if k == 1:
         return transpose(flip(input, (second,)), first, second)
@@ -94,14 +94,14 @@ def _directional_split(op, input, indices_or_sections, axis, minimum):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim < minimum:
-        raise RuntimeError(f"torch.{op} requires a tensor with at least {minimum} dimension, but got a tensor with "
-                           f"{input.ndim} dimensions!")
+        raise RuntimeError(named(f"torch.{op} requires a tensor with at least {minimum} dimension, but got a tensor "
+                                 f"with {input.ndim} dimensions!"))
     if isinstance(indices_or_sections, numbers.Integral):
         sections = int(indices_or_sections)
         size = input.shape[axis]
         if sections == 0 or size % sections:
-            raise RuntimeError(f"torch.{op} attempted to split along dimension {axis}, but the size of the dimension "
-                               f"{size} is not divisible by the split_size {sections}!")
+            raise RuntimeError(named(f"torch.{op} attempted to split along dimension {axis}, but the size of the "
+                                     f"dimension {size} is not divisible by the split_size {sections}!"))
     return tensor_split(input, indices_or_sections, axis)
 
 
@@ -161,10 +161,11 @@ def broadcast_shapes(*shapes):
         elif isinstance(shape, (list, tuple)):
             shape = check_ints(shape, "shape")
         else:
-            raise RuntimeError(f"Input shapes should be of type ints, a tuple of ints, or a list of ints, got {shape}")
+            raise RuntimeError(named("Input shapes should be of type ints, a tuple of ints, or a list of ints, got "
+                                     f"{shape}"))
         if builtins.any(s < 0 for s in shape):
-            raise RuntimeError(f"Trying to create tensor with negative dimension {builtins.min(shape)}: "
-                               f"{list(shape)}")
+            raise RuntimeError(named(f"Trying to create tensor with negative dimension {builtins.min(shape)}: "
+                                     f"{list(shape)}"))
         normalized.append(tuple(shape))
     return Size(common_shape(*normalized) if normalized else ())
 
@@ -182,11 +183,13 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         raise not_tensors(input=input)
     xp = input._device._xp
     if repeats is None:
+        if dim is not None:
+            raise TypeError(named("received dim without repeats: repeat_interleave(repeats) takes the counts alone"))
         if input.ndim > 1 or input.dtype.is_floating_point:
-            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+            raise RuntimeError(named("repeat_interleave only accept 1D vector as repeat"))
         counts = input._data.reshape(-1)
         if counts.size and counts.min() < 0:
-            raise RuntimeError("repeats can not be negative")
+            raise RuntimeError(named("repeats can not be negative"))
         return _int_tensor(xp.repeat(xp.arange(counts.shape[0]), counts), input._device)
     if dim is None:
         input, axis = reshape(input, -1), 0
@@ -194,20 +197,22 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         axis = _normalize_dim(dim, input.ndim)
     size = input.shape[axis] if input.ndim else 1
     if isinstance(repeats, Tensor):
+        if repeats.dtype.is_floating_point or repeats.dtype is _dtype.bool_:
+            raise RuntimeError(named(f"repeats has to be Long or Int tensor, got {repeats.dtype}"))
         if repeats.ndim > 1:
-            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+            raise RuntimeError(named("repeat_interleave only accept 1D vector as repeat"))
         counts = repeats._data.reshape(-1)
         if counts.shape[0] == 1:
             counts = xp.full(size, counts[0])
         elif counts.shape[0] != size:
-            raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
-                               f"{counts.shape[0]} and input.size({axis}) = {size}")
+            raise RuntimeError(named("repeats must have the same size as input along dim, but got repeats.size(0) = "
+                                     f"{counts.shape[0]} and input.size({axis}) = {size}"))
     else:
         counts = xp.full(size, check_int(repeats, "repeats"))
     if counts.size and counts.min() < 0:
-        raise RuntimeError("repeats can not be negative")
+        raise RuntimeError(named("repeats can not be negative"))
     if output_size is not None and int(counts.sum()) != output_size:
-        raise RuntimeError(f"allocated size does not match required size")
+        raise RuntimeError(named("allocated size does not match required size"))
     index = _int_tensor(xp.repeat(xp.arange(size), counts), input._device)
     if input.ndim == 0:
         input = reshape(input, 1)
@@ -223,12 +228,12 @@ def meshgrid(*tensors, indexing=None):
                       UserWarning, stacklevel=2)
         indexing = "ij"
     if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+        raise RuntimeError(named(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}"))
     tensors = _tensor_sequence(list(tensors), "meshgrid")
     for i, x in enumerate(tensors):
         if x.ndim > 1:
-            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {x.ndim}D "
-                               f"tensor at index {i}")
+            raise RuntimeError(named(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {x.ndim}D "
+                                     f"tensor at index {i}"))
     sizes = [x.numel() for x in tensors]
     swap = indexing == "xy" and len(tensors) >= 2
     if swap:
@@ -248,7 +253,7 @@ def cartesian_prod(*tensors):
     tensors = _tensor_sequence(list(tensors), "cartesian_prod")
     for x in tensors:
         if x.ndim != 1:
-            raise RuntimeError(f"Expect a 1D vector, but got shape {list(x.shape)}")
+            raise RuntimeError(named(f"Expect a 1D vector, but got shape {list(x.shape)}"))
     if len(tensors) == 1:
         return tensors[0]
     return stack([reshape(g, -1) for g in meshgrid(*tensors, indexing="ij")], 1)
@@ -260,10 +265,10 @@ def combinations(input, r=2, with_replacement=False):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim != 1:
-        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+        raise RuntimeError(named(f"Expect a 1D vector, but got shape {list(input.shape)}"))
     r = check_int(r, "r")
     if r < 0:
-        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+        raise RuntimeError(named(f"Expect a non-negative number, but got {r}"))
     if r == 0:
         return empty(0, dtype=input.dtype, device=input.device)
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
@@ -277,11 +282,12 @@ def _triangle_indices(which, row, col, offset, dtype, device):
     from corenn.tensor.creation import _make, _place
     row, col, offset = check_int(row, "row"), check_int(col, "col"), check_int(offset, "offset")
     if row < 0 or col < 0:
-        raise RuntimeError(f"{which}_indices expects row and col to be non-negative, got row = {row}, col = {col}")
+        raise RuntimeError(named(f"{which}_indices expects row and col to be non-negative, got row = {row}, col = "
+                                 f"{col}"))
     target, xp = _place(device)
     dtype = _dtype.int64 if dtype is None else dtype
     if dtype not in (_dtype.int64, _dtype.int32):
-        raise RuntimeError(f"\"{which}_indices\" not implemented for '{dtype}'")
+        raise RuntimeError(named(f"\"{which}_indices\" not implemented for '{dtype}'"))
     mask = xp.tri(row, col, offset, dtype=bool) if which == "tril" else ~xp.tri(row, col, offset - 1, dtype=bool)
     rows, cols = xp.nonzero(mask)
     return _make(xp.stack([rows, cols]).astype(dtype.numpy).reshape(2, -1), target, False)
@@ -302,11 +308,10 @@ def unravel_index(indices, shape):
     if not isinstance(indices, Tensor):
         raise not_tensors(indices=indices)
     if indices.dtype.is_floating_point or indices.dtype is _dtype.bool_:
-        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+        raise TypeError(named(f"expected 'indices' to be integer dtype, but got {indices.dtype}"))
     shape = (check_int(shape, "shape"),) if isinstance(shape, numbers.Integral) else check_ints(shape, "shape")
     if builtins.any(s < 0 for s in shape):
-        raise ValueError("'shape' cannot have negative values, but got " + str(tuple(shape)))
-    xp = indices._device._xp
+        raise ValueError(named("'shape' cannot have negative values, but got " + str(tuple(shape))))
     remaining = indices._data.astype("int64")
     coordinates = []
     for size in reversed(shape):  # each coordinate modulo its size, as PyTorch computes them
@@ -322,10 +327,10 @@ def vander(x, N=None, increasing=False):
     if not isinstance(x, Tensor):
         raise not_tensors(x=x)
     if x.ndim != 1:
-        raise RuntimeError("x must be a one-dimensional tensor.")
+        raise RuntimeError(named("x must be a one-dimensional tensor."))
     n = x.shape[0] if N is None else check_int(N, "N")
     if n < 0:
-        raise RuntimeError("N must be non-negative.")
+        raise RuntimeError(named("N must be non-negative."))
     if not x.dtype.is_floating_point:
         x = x.to(_dtype.int64)
     column = reshape(x, (-1, 1))
@@ -348,8 +353,8 @@ def block_diag(*tensors):
         if not isinstance(x, Tensor):
             raise TypeError(named(f"expected Tensor as element {i} in argument 'tensors', but got {type_name(x)}"))
         if x.ndim > 2:
-            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
-                               f"{x.ndim} dimensions")
+            raise RuntimeError(named(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
+                                     f"{x.ndim} dimensions"))
         blocks.append(reshape(x, (1, x.numel())) if x.ndim == 1 else reshape(x, (1, 1)) if x.ndim == 0 else x)
     blocks = _promote_all(blocks)
     width = builtins.sum(b.shape[1] for b in blocks)
@@ -382,8 +387,8 @@ def select_scatter(input, src, dim, index):
     position = check_int(index, "index")
     size = input.shape[axis]
     if not -size <= position < size:
-        raise IndexError(f"select(): index {position} out of range for tensor of size {list(input.shape)} at "
-                         f"dimension {axis}")
+        raise IndexError(named(f"select(): index {position} out of range for tensor of size {list(input.shape)} at "
+                               f"dimension {axis}"))
     target = (slice(None),) * axis + (position % size,)
     return _scatter_into(input, src, target, "select_scatter", input.shape[:axis] + input.shape[axis + 1:])
 
@@ -395,7 +400,8 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     axis = _normalize_dim(dim, input.ndim)
     step = check_int(step, "step")
     if step <= 0:
-        raise RuntimeError("slice step must be positive")
+        raise RuntimeError(named("slice step must be positive"))
+    start, end = (None if v is None else check_int(v, name) for v, name in ((start, "start"), (end, "end")))
     window = slice(start, end, step)
     length = len(range(*window.indices(input.shape[axis])))
     target = (slice(None),) * axis + (window,)
@@ -411,7 +417,7 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     offset = check_int(offset, "offset")
     first, second = _normalize_dim(dim1, input.ndim), _normalize_dim(dim2, input.ndim)
     if first == second:
-        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        raise RuntimeError(named(f"diagonal dimensions cannot be identical {dim1}, {dim2}"))
     n1, n2 = input.shape[first], input.shape[second]
     xp = input._device._xp
     rows = xp.arange(builtins.max(0, -offset), builtins.max(0, builtins.min(n1, n2 - offset)))
@@ -431,7 +437,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     ndim = input.ndim + 1
     first, second = _normalize_dim(dim1, ndim, "dim1"), _normalize_dim(dim2, ndim, "dim2")
     if first == second:
-        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        raise RuntimeError(named(f"diagonal dimensions cannot be identical {dim1}, {dim2}"))
     n = (input.shape[-1] if input.ndim else 1) + builtins.abs(offset)
     rest = list(input.shape[:-1])
     shape = []
@@ -460,7 +466,7 @@ def _flat_positions(input, index, op):
         low, high = index._data.min().item(), index._data.max().item()
         bad = low if low < -total else high if high >= total else None
         if bad is not None:
-            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {total} elements.")
+            raise IndexError(named(f"out of range: tried to access index {bad} on a tensor of {total} elements."))
     return index + (index < 0).to(index.dtype) * total if index.numel() and index._data.min() < 0 else index
 
 
@@ -491,20 +497,20 @@ def index_copy(input, dim, index, source):
         raise not_tensors(input=input, index=index, source=source)
     _check_index(index, "index_copy")
     if index.ndim > 1:
-        raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got " + str(index.ndim) + ")")
+        raise IndexError(named("index_copy_(): Index should have dimension 1 or 0 (got " + str(index.ndim) + ")"))
     axis = _normalize_dim(dim, input.ndim)
     if input.dtype is not source.dtype:
-        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
-                           f"{input.dtype} and (source) {source.dtype}")
+        raise RuntimeError(named("index_copy_(): self and source expected to have the same dtype, but got (self) "
+                                 f"{input.dtype} and (source) {source.dtype}"))
     count = index.numel()
     if input.ndim == 0:
         _check_in_range(index, 1, axis, "index_copy")
         return reshape(index_copy(reshape(input, 1), 0, reshape(index, 1), reshape(source, 1)), ())
     expected = input.shape[:axis] + (count,) + input.shape[axis + 1:]
     if tuple(source.shape) != expected and not (source.ndim == 0 and count == 1):
-        raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice shapes. Destination "
-                           f"slice shape: {list(input.shape[:axis] + input.shape[axis + 1:])} at dimension {axis} "
-                           f"and source slice shape: {list(source.shape)} at dimension 0.")
+        raise RuntimeError(named("index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+                                 f"slice shape: {list(input.shape[:axis] + input.shape[axis + 1:])} at dimension "
+                                 f"{axis} and source slice shape: {list(source.shape)} at dimension 0."))
     _check_in_range(index, input.shape[axis], axis, "index_copy")
     return index_put(input, (slice(None),) * axis + (reshape(index, -1),), reshape(source, expected))
 
@@ -613,12 +619,14 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if not (isinstance(input, Tensor) and isinstance(index, Tensor) and isinstance(src, Tensor)):
         raise not_tensors(input=input, index=index, src=src)
     _check_index(index, "scatter_reduce")
+    if not isinstance(reduce, str):
+        raise TypeError(named(f"argument 'reduce' must be str, not {type_name(reduce)}"))
     reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)  # PyTorch takes scatter's names too
     if reduce not in _SCATTER_REDUCTIONS:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+        raise RuntimeError(named(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}"))
     axis = _normalize_dim(dim, input.ndim)
     if src.dtype is not input.dtype:
-        raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype")
+        raise RuntimeError(named("scatter(): Expected self.dtype to be equal to src.dtype"))
     _check_scatter("scatter_reduce", input, axis, index, src)
     if not index.numel():
         return clone(input)
@@ -634,26 +642,27 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
         raise not_tensors(input=input, index=index, source=source)
     _check_index(index, "index_reduce")
     if reduce not in ("prod", "mean", "amax", "amin"):
-        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+        raise RuntimeError(named("index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+                                 f"{reduce}."))
     if index.ndim > 1:
-        raise IndexError("index_reduce_(): Index is supposed to be a vector")
+        raise IndexError(named("index_reduce_(): Index is supposed to be a vector"))
     axis = _normalize_dim(dim, input.ndim)
     if input.dtype is not source.dtype:
-        raise RuntimeError(f"index_reduce_(): self ({input.dtype}) and source ({source.dtype}) must have the same "
-                           "scalar type")
+        raise RuntimeError(named(f"index_reduce_(): self ({input.dtype}) and source ({source.dtype}) must have the "
+                                 "same scalar type"))
     if input.ndim == 0:
         return reshape(index_reduce(reshape(input, 1), 0, reshape(index, 1), reshape(source, 1), reduce,
                                     include_self=include_self), ())
     count = index.numel()
     source_axis_size = source.shape[axis] if source.ndim else 1
     if source_axis_size != count:
-        raise RuntimeError(f"index_reduce_(): Number of indices ({count}) should be equal to source.size(dim) "
-                           f"({source_axis_size})")
+        raise RuntimeError(named(f"index_reduce_(): Number of indices ({count}) should be equal to source.size(dim) "
+                                 f"({source_axis_size})"))
     expected = input.shape[:axis] + (count,) + input.shape[axis + 1:]
     if tuple(source.shape) != expected:
-        raise RuntimeError(f"index_reduce_(): Source/destination tensor must have same slice shapes. Destination "
-                           f"slice shape: {list(input.shape[:axis] + input.shape[axis + 1:])} at dimension {axis} "
-                           f"and source slice shape: {list(source.shape)}")
+        raise RuntimeError(named("index_reduce_(): Source/destination tensor must have same slice shapes. Destination "
+                                 f"slice shape: {list(input.shape[:axis] + input.shape[axis + 1:])} at dimension "
+                                 f"{axis} and source slice shape: {list(source.shape)}"))
     _check_in_range(index, input.shape[axis], axis, "index_reduce")
     shape = [1] * input.ndim
     shape[axis] = count
@@ -676,16 +685,16 @@ def unfold(input, dimension, size, step):
     if input.ndim == 0:
         axis = _normalize_dim(dimension, 1)
         if size > 1:
-            raise RuntimeError(f"maximum size for tensor at dimension {axis} is 1 but size is {size}")
+            raise RuntimeError(named(f"maximum size for tensor at dimension {axis} is 1 but size is {size}"))
         return reshape(input, 1)
     axis = _normalize_dim(dimension, input.ndim)
     length = input.shape[axis]
     if size > length:
-        raise RuntimeError(f"maximum size for tensor at dimension {axis} is {length} but size is {size}")
+        raise RuntimeError(named(f"maximum size for tensor at dimension {axis} is {length} but size is {size}"))
     if step <= 0:
-        raise RuntimeError(f"step is {step} but must be > 0")
+        raise RuntimeError(named(f"step is {step} but must be > 0"))
     if size < 0:
-        raise RuntimeError(f"size is {size} but must be >= 0")
+        raise RuntimeError(named(f"size is {size} but must be >= 0"))
     xp = input._device._xp
     windows = (length - size) // step + 1
     index = (xp.arange(windows)[:, None] * step + xp.arange(size)[None, :]).reshape(-1)
@@ -698,14 +707,14 @@ def _strided_positions(input, size, stride, storage_offset, op):
     """Where ``as_strided`` reads: positions among ``input``'s own elements, or NotImplementedError."""
     size, stride = check_ints(size, "size"), check_ints(stride, "stride")
     if len(size) != len(stride):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError(named("mismatch in length of strides and shape"))
     if builtins.any(s < 0 for s in size) or builtins.any(s < 0 for s in stride):
-        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: "
-                           f"{list(stride)}" if builtins.any(s < 0 for s in stride) else
-                           f"Trying to create tensor with negative dimension: {list(size)}")
+        raise RuntimeError(named(f"as_strided: Negative strides are not supported at the moment, got strides: "
+                                 f"{list(stride)}" if builtins.any(s < 0 for s in stride) else
+                                 f"Trying to create tensor with negative dimension: {list(size)}"))
     if not input.is_contiguous():
-        raise NotImplementedError(f"{op}(): corenn reads strides over the tensor's own elements in row-major "
-                                  "order, which needs a contiguous input (call .contiguous() first)")
+        raise NotImplementedError(named(f"{op}(): corenn reads strides over the tensor's own elements in row-major "
+                                        "order, which needs a contiguous input (call .contiguous() first)"))
     own_offset = input.storage_offset()
     offset = own_offset if storage_offset is None else check_int(storage_offset, "storage_offset")
     xp = input._device._xp
@@ -715,9 +724,9 @@ def _strided_positions(input, size, stride, storage_offset, op):
         shape[axis] = n
         positions = positions + (xp.arange(n) * s).reshape(shape)
     if positions.size and (positions.min() < 0 or positions.max() >= input.numel()):
-        raise NotImplementedError(f"{op}(): the strides reach storage outside the tensor's own elements "
-                                  f"[{own_offset}, {own_offset + input.numel()}); corenn has no separate storage "
-                                  "to read there")
+        raise NotImplementedError(named(f"{op}(): the strides reach storage outside the tensor's own elements "
+                                        f"[{own_offset}, {own_offset + input.numel()}); corenn has no separate storage "
+                                        "to read there"))
     return positions
 
 
@@ -747,8 +756,8 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
         raise not_tensors(input=input, src=src)
     positions = _strided_positions(input, size, stride, storage_offset, "as_strided_scatter")
     if tuple(src.shape) != tuple(positions.shape):
-        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
-                           f"slice size = {list(positions.shape)}")
+        raise RuntimeError(named("expected src to have a size equal to the slice of self. src size = "
+                                 f"{list(src.shape)}, slice size = {list(positions.shape)}"))
     flat = index_put(reshape(input, -1), (_int_tensor(positions.reshape(-1), input._device),),
                      reshape(src, -1).to(input.dtype))
     return reshape(flat, input.shape)
@@ -758,52 +767,109 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
 # The ``*_copy`` forms of the views: the same values in new memory, connected to the graph
 # ---------------------------------------------------------------------------------------------------------
 
-def _copy_of(view_function, name):
-    def copy_variant(input, *args, **kwargs):
-        result = view_function(input, *args, **kwargs)
-        if isinstance(result, (tuple, list)):
-            return tuple(clone(r) for r in result)
-        return clone(result)
-
-    from corenn.ops._kernel import public_function
-    return public_function(copy_variant, name, f"``{view_function.__name__}`` into new memory (``torch.{name}``).")
+def _copied(result):
+    if isinstance(result, (tuple, list)):
+        return tuple(clone(r) for r in result)
+    return clone(result)
 
 
-def _expand(input, size, *, implicit=False):
-    return expand(input, size)
-
-
-def _slice(input, dim=0, start=None, end=None, step=1):
-    from corenn.ops.movement import getitem
-    axis = _normalize_dim(dim, input.ndim)
-    return getitem(input, (slice(None),) * axis + (slice(start, end, step),))
-
-
-def _detach(input):
-    return input.detach()
-
-
-def _alias(input):
+def _tensor_input(input):
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
     return input
 
 
-view_copy = _copy_of(view, "view_copy")
-permute_copy = _copy_of(permute, "permute_copy")
-t_copy = _copy_of(t, "t_copy")
-transpose_copy = _copy_of(transpose, "transpose_copy")
-squeeze_copy = _copy_of(squeeze, "squeeze_copy")
-unsqueeze_copy = _copy_of(unsqueeze, "unsqueeze_copy")
-expand_copy = _copy_of(_expand, "expand_copy")
-diagonal_copy = _copy_of(diagonal, "diagonal_copy")
-select_copy = _copy_of(select, "select_copy")
-slice_copy = _copy_of(_slice, "slice_copy")
-unbind_copy = _copy_of(unbind, "unbind_copy")
-split_copy = _copy_of(split, "split_copy")
-split_with_sizes_copy = _copy_of(split_with_sizes, "split_with_sizes_copy")
-narrow_copy = _copy_of(narrow, "narrow_copy")
-unfold_copy = _copy_of(unfold, "unfold_copy")
-detach_copy = _copy_of(_detach, "detach_copy")
-alias_copy = _copy_of(_alias, "alias_copy")
+def view_copy(input, size):
+    """``input.view(size)`` in new memory (``torch.view_copy``); ``size`` may be a dtype."""
+    return _copied(view(_tensor_input(input), size))
+
+
+def permute_copy(input, dims):
+    """``input.permute(dims)`` in new memory (``torch.permute_copy``)."""
+    return _copied(permute(_tensor_input(input), dims))
+
+
+def t_copy(input):
+    """``input.t()`` in new memory (``torch.t_copy``)."""
+    if _tensor_input(input).ndim > 2:
+        raise RuntimeError(named(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D"))
+    return _copied(t(input))
+
+
+def transpose_copy(input, dim0, dim1):
+    """``input.transpose(dim0, dim1)`` in new memory (``torch.transpose_copy``)."""
+    return _copied(transpose(_tensor_input(input), dim0, dim1))
+
+
+def squeeze_copy(input, dim=None):
+    """``input.squeeze(dim)`` in new memory (``torch.squeeze_copy``)."""
+    return _copied(squeeze(_tensor_input(input), dim))
+
+
+def unsqueeze_copy(input, dim):
+    """``input.unsqueeze(dim)`` in new memory (``torch.unsqueeze_copy``)."""
+    return _copied(unsqueeze(_tensor_input(input), dim))
+
+
+def expand_copy(input, size, *, implicit=False):
+    """``input.expand(size)`` in new memory (``torch.expand_copy``)."""
+    return _copied(expand(_tensor_input(input), size))
+
+
+def diagonal_copy(input, offset=0, dim1=0, dim2=1):
+    """``input.diagonal(offset, dim1, dim2)`` in new memory (``torch.diagonal_copy``)."""
+    return _copied(diagonal(_tensor_input(input), offset, dim1, dim2))
+
+
+def select_copy(input, dim, index):
+    """``input.select(dim, index)`` in new memory (``torch.select_copy``)."""
+    return _copied(select(_tensor_input(input), dim, index))
+
+
+def slice_copy(input, dim=0, start=None, end=None, step=1):
+    """``input[..., start:end:step]`` along ``dim`` in new memory (``torch.slice_copy``)."""
+    from corenn.ops.movement import getitem
+    axis = _normalize_dim(dim, _tensor_input(input).ndim)
+    bounds = [None if v is None else check_int(v, name) for v, name in ((start, "start"), (end, "end"))]
+    step = check_int(step, "step")
+    if step <= 0:
+        raise RuntimeError(named("slice step must be positive"))
+    return _copied(getitem(input, (slice(None),) * axis + (slice(bounds[0], bounds[1], step),)))
+
+
+def unbind_copy(input, dim=0):
+    """``input.unbind(dim)`` in new memory (``torch.unbind_copy``)."""
+    return _copied(unbind(_tensor_input(input), dim))
+
+
+def split_copy(input, split_size, dim=0):
+    """``input.split(split_size, dim)`` in new memory (``torch.split_copy``)."""
+    return _copied(split(_tensor_input(input), split_size, dim))
+
+
+def split_with_sizes_copy(input, split_sizes, dim=0):
+    """``input.split_with_sizes(split_sizes, dim)`` in new memory (``torch.split_with_sizes_copy``)."""
+    return _copied(split_with_sizes(_tensor_input(input), split_sizes, dim))
+
+
+def narrow_copy(input, dim, start, length):
+    """``input.narrow(dim, start, length)`` in new memory (``torch.narrow_copy``)."""
+    return _copied(narrow(_tensor_input(input), dim, start, length))
+
+
+def unfold_copy(input, dimension, size, step):
+    """``input.unfold(dimension, size, step)`` (already new memory in corenn; ``torch.unfold_copy``)."""
+    return unfold(_tensor_input(input), dimension, size, step)
+
+
+def detach_copy(input):
+    """``input.detach()`` in new memory (``torch.detach_copy``)."""
+    return _tensor_input(input).detach().clone()
+
+
+def alias_copy(input):
+    """A copy of ``input`` in new memory, still on the graph (``torch.alias_copy``)."""
+    return clone(_tensor_input(input))
 
 
 def detach(input):
@@ -828,12 +894,13 @@ def resize_(input, *sizes, memory_format=None):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.requires_grad:
-        raise RuntimeError("cannot resize variables that require grad")
+        raise RuntimeError(named("cannot resize variables that require grad"))
     if memory_format is not None:
-        raise NotImplementedError("resize_(): memory_format is not supported in corenn (tensors are row-major)")
+        raise NotImplementedError(named("resize_(): memory_format is not supported in corenn (tensors are row-major)"))
     shape = _sizes(sizes)
     if builtins.any(s < 0 for s in shape):
-        raise RuntimeError(f"Trying to create tensor with negative dimension {builtins.min(shape)}: {list(shape)}")
+        raise RuntimeError(named(f"Trying to create tensor with negative dimension {builtins.min(shape)}: "
+                                 f"{list(shape)}"))
     xp = input._device._xp
     count = math.prod(shape)
     flat = input._data.reshape(-1)  # a view of a contiguous tensor: the kept elements stay shared
@@ -858,17 +925,19 @@ def resize(input, *sizes):
     warnings.warn("non-inplace resize is deprecated", UserWarning, stacklevel=2)
     shape = _sizes(sizes)
     if math.prod(shape) != input.numel():
-        raise RuntimeError(f"You requested a tensor size of {math.prod(shape)}, but the tensor has "
-                           f"{input.numel()} elements")
+        raise RuntimeError(named(f"You requested a tensor size of {math.prod(shape)}, but the tensor has "
+                                 f"{input.numel()} elements"))
     return reshape(input, shape)
 
 
 def resize_as(input, tensor):
     """``Tensor.resize_as``, deprecated in PyTorch: :func:`resize` to ``tensor``'s shape."""
+    if not (isinstance(input, Tensor) and isinstance(tensor, Tensor)):
+        raise not_tensors(input=input, tensor=tensor)
     warnings.warn("non-inplace resize_as is deprecated", UserWarning, stacklevel=2)
     if math.prod(tensor.shape) != input.numel():
-        raise RuntimeError(f"You requested a tensor size of {math.prod(tensor.shape)}, but the tensor has "
-                           f"{input.numel()} elements")
+        raise RuntimeError(named(f"You requested a tensor size of {math.prod(tensor.shape)}, but the tensor has "
+                                 f"{input.numel()} elements"))
     return reshape(input, tensor.shape)
 
 
@@ -881,8 +950,8 @@ def as_strided_(input, size, stride, storage_offset=None):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.requires_grad:
-        raise NotImplementedError("as_strided_(): corenn changes the geometry of tensors that don't require grad "
-                                  "only; use as_strided (out of place) in a graph")
+        raise NotImplementedError(named("as_strided_(): corenn changes the geometry of tensors that don't require grad "
+                                        "only; use as_strided (out of place) in a graph"))
     positions = _strided_positions(input, size, stride, storage_offset, "as_strided_")
     xp = input._device._xp
     flat = input._data.reshape(-1)

@@ -61,7 +61,7 @@ def _check_matmul(a, b, op="matmul"):
             raise RuntimeError(named(f"inconsistent tensor size, expected tensor [{inner_a}] and src [{inner_b}] to "
                                      f"have the same number of elements, but got {inner_a} and {inner_b} elements "
                                      "respectively"))
-        raise RuntimeError(named(f"mat1 and mat2 shapes cannot be multiplied "
+        raise RuntimeError(named("mat1 and mat2 shapes cannot be multiplied "
                                  f"({_shape_str(a.shape if a.ndim > 1 else (1, inner_a))} and "
                                  f"{_shape_str(b.shape if b.ndim > 1 else (inner_b, 1))})"))
 
@@ -73,8 +73,8 @@ def matmul(input, other):
     try:
         result = run("matmul", input, other)
     except ValueError:
-        raise RuntimeError(named(f"batch dimensions of {list(input.shape)} and {list(other.shape)} cannot be "
-                                 "broadcast together")) from None
+        raise RuntimeError(named(f"batch dimensions of {list(input.shape)} and {list(other.shape)} cannot be broadcast "
+                                 "together")) from None
     fn = result._grad_fn
     if fn is not None:
         if input.ndim == 1 and other.ndim == 1:
@@ -292,18 +292,18 @@ def _square(input, op, argument="A"):
     if not isinstance(input, Tensor):
         raise not_tensors(**{argument: input})
     if input.ndim < 2:
-        raise RuntimeError(f"{op}: The input tensor {argument} must have at least 2 dimensions.")
+        raise RuntimeError(named(f"{op}: The input tensor {argument} must have at least 2 dimensions."))
     if input.shape[-1] != input.shape[-2]:
-        raise RuntimeError(f"{op}: {argument} must be batches of square matrices, but they are "
-                           f"{input.shape[-2]} by {input.shape[-1]} matrices")
+        raise RuntimeError(named(f"{op}: {argument} must be batches of square matrices, but they are {input.shape[-2]} "
+                                 f"by {input.shape[-1]} matrices"))
     _floating(input, op)
     return input
 
 
 def _floating(input, op):
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
-                           f"{_TYPE_NAMES.get(input.dtype.name, input.dtype.name)}")
+        raise RuntimeError(named(f"{op}: Expected a floating point or complex tensor as input. Got "
+                                 f"{_TYPE_NAMES.get(input.dtype.name, input.dtype.name)}"))
 
 
 _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
@@ -312,7 +312,7 @@ _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char"
 def _singular_error(xp, a, op):
     """The LinAlgError naming the first zero pivot, as LAPACK reports it (1-based)."""
     _, pivots_info = _lu_factor(xp, a.astype("float64"))
-    order = int(pivots_info.max()) if pivots_info.size else 1
+    order = pivots_info.max().item() if pivots_info.size else 1
     return LinAlgError(f"{op}: The diagonal element {order} is zero, the inversion could not be completed because the "
                        "input matrix is singular.")
 
@@ -430,7 +430,7 @@ def pinverse(input, rcond=1e-15):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim < 2:
-        raise RuntimeError(f"linalg.pinv(A): The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(named("linalg.pinv(A): The input tensor A must have at least 2 dimensions."))
     _floating(input, "linalg.pinv")
     return run("pinverse", input, rcond=check_number(rcond, "rcond"))
 
@@ -501,11 +501,10 @@ def svd(input, some=True, compute_uv=True):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim < 2:
-        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(named("linalg.svd: The input tensor A must have at least 2 dimensions."))
     _floating(input, "linalg.svd")
     if not compute_uv:
         from corenn.tensor.creation import zeros
-        from corenn.autograd.grad_mode import no_grad
         _, s, _ = run("svd", input, full_matrices=False)
         m, n = input.shape[-2], input.shape[-1]
         shape = input.shape[:-2]
@@ -614,15 +613,15 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     if not (isinstance(b, Tensor) and isinstance(A, Tensor)):
         raise not_tensors(b=b, A=A)
     if b.ndim < 2 or A.ndim < 2:
-        raise RuntimeError(f"triangular_solve: The input tensor {'b' if b.ndim < 2 else 'A'} must have at least 2 "
-                           "dimensions.")
+        raise RuntimeError(named(f"triangular_solve: The input tensor {'b' if b.ndim < 2 else 'A'} must have at least "
+                                 "2 dimensions."))
     _square(A, "triangular_solve")
     if b.dtype is not A.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but got b.dtype = {b.dtype} and A.dtype = "
-                           f"{A.dtype} instead.")
+        raise RuntimeError(named(f"Expected b and A to have the same dtype, but got b.dtype = {b.dtype} and A.dtype = "
+                                 f"{A.dtype} instead."))
     if b.shape[-2] != A.shape[-1]:
-        raise RuntimeError(f"Incompatible matrix sizes for triangular_solve: each A matrix is {A.shape[-2]} by "
-                           f"{A.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+        raise RuntimeError(named(f"Incompatible matrix sizes for triangular_solve: each A matrix is {A.shape[-2]} by "
+                                 f"{A.shape[-1]} but each b matrix is {b.shape[-2]} by {b.shape[-1]}"))
     solution, clone = run("triangular_solve", b, A, upper=bool(upper), transpose=bool(transpose),
                           unitriangular=bool(unitriangular))
     return return_types.triangular_solve(solution, clone)
@@ -637,10 +636,10 @@ def cholesky_solve(B, L, upper=False):
         raise not_tensors(input=B, input2=L)
     _square(L, "cholesky_solve", "input2")
     if B.ndim < 2:
-        raise RuntimeError(f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead")
+        raise RuntimeError(named(f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead"))
     if B.dtype is not L.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but got b.dtype = {B.dtype} and A.dtype = "
-                           f"{L.dtype} instead.")
+        raise RuntimeError(named(f"Expected b and A to have the same dtype, but got b.dtype = {B.dtype} and A.dtype = "
+                                 f"{L.dtype} instead."))
     return matmul(cholesky_inverse(L, upper), B)
 
 
@@ -714,7 +713,8 @@ class Lu(Op):
         grad = grads[0]
         m, n = lu.shape[-2], lu.shape[-1]
         if m != n:
-            raise NotImplementedError("lu: the backward of a non-square factorization is not implemented in corenn")
+            raise NotImplementedError(named("lu: the backward of a non-square factorization is not implemented in "
+                                            "corenn"))
         # PyTorch's linalg_lu_backward, square case: A_grad = P L^-T [tril(L^T gL, -1) + triu(gU U^T)] U^-T
         lower = xp.tril(lu, -1) + xp.eye(n, dtype=lu.dtype)
         upper = xp.triu(lu)
@@ -733,21 +733,21 @@ def lu(A, pivot=True, get_infos=False, out=None):
     if not isinstance(A, Tensor):
         raise not_tensors(A=A)
     if A.ndim < 2:
-        raise RuntimeError("linalg.lu_factor: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(named("linalg.lu_factor: The input tensor A must have at least 2 dimensions."))
     _floating(A, "linalg.lu_factor")
     if not pivot:
-        raise NotImplementedError("lu(): pivot=False (LU without pivoting) is not implemented in corenn; "
-                                  "PyTorch supports it on CUDA only")
+        raise NotImplementedError(named("lu(): pivot=False (LU without pivoting) is not implemented in corenn; PyTorch "
+                                        "supports it on CUDA only"))
     if out is not None:
-        raise NotImplementedError("lu(): out= is not supported in corenn")
+        raise NotImplementedError(named("lu(): out= is not supported in corenn"))
     factors, pivots, infos = run("lu", A)
     if get_infos:
         return factors, pivots, infos
-    if infos.numel() and int(infos._data.max()) > 0:
-        order = int(infos._data.max())
-        raise LinAlgError(f"torch.linalg.lu_factor: U[{order},{order}] is zero and using it on lu_solve would result "
-                          "in a division by zero. If you still want to perform the factorization, consider calling "
-                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    order = infos._data.max().item() if infos.numel() else 0
+    if order > 0:
+        raise LinAlgError(named(f"torch.linalg.lu_factor: U[{order},{order}] is zero and using it on lu_solve would "
+                                "result in a division by zero. If you still want to perform the factorization, "
+                                "consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"))
     return factors, pivots
 
 
@@ -759,12 +759,12 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     if not (isinstance(LU_data, Tensor) and isinstance(LU_pivots, Tensor)):
         raise not_tensors(LU_data=LU_data, LU_pivots=LU_pivots)
     if LU_data.ndim < 2:
-        raise RuntimeError("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
-                           f"{list(LU_data.shape)} instead")
+        raise RuntimeError(named("torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
+                                 f"{list(LU_data.shape)} instead"))
     if LU_pivots.dtype.name != "int32":
-        raise RuntimeError("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype. "
-                           f"Note: this function is intended to be used with the output produced by torch.linalg."
-                           f"lu_factor")
+        raise RuntimeError(named("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 "
+                                 "dtype. Note: this function is intended to be used with the output produced by "
+                                 "torch.linalg.lu_factor"))
     m, n = LU_data.shape[-2], LU_data.shape[-1]
     k = min(m, n)
     none = empty(0, dtype=LU_data.dtype, device=LU_data.device)
@@ -798,7 +798,7 @@ def _expm(xp, a):
                   + b[1] * eye)
     v = xp.matmul(a6, b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
     result = xp.linalg.solve(v - u, v + u)
-    for step in range(int(squarings.max()) if squarings.size else 0):
+    for step in range(squarings.max().item() if squarings.size else 0):
         square = step < squarings
         result = xp.where(square[..., None, None], xp.matmul(result, result), result)
     return result.astype(dtype)
@@ -837,11 +837,11 @@ def matrix_power(input, n):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     n = check_int(n, "n")
-    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
-        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
-                           f"{input.shape[-2] if input.ndim > 1 else 1} by {input.shape[-1] if input.ndim else 1} "
-                           "matrices" if input.ndim >= 2 else
-                           "linalg.matrix_power: The input tensor A must have at least 2 dimensions.")
+    if input.ndim < 2:
+        raise RuntimeError(named("linalg.matrix_power: The input tensor A must have at least 2 dimensions."))
+    if input.shape[-1] != input.shape[-2]:
+        raise RuntimeError(named(f"linalg.matrix_power: A must be batches of square matrices, but they are "
+                                 f"{input.shape[-2]} by {input.shape[-1]} matrices"))
     if n == 0:  # the identity, still attached to the graph (a zero gradient), as in PyTorch
         from corenn.ops.elementwise import where
         identity = expand(eye(input.shape[-1], dtype=input.dtype, device=input.device), input.shape)
@@ -885,7 +885,7 @@ def cross(input, other, dim=None):
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         raise not_tensors(input=input, other=other)
     if input.ndim != other.ndim:
-        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions.")
+        raise RuntimeError(named("linalg.cross: inputs must have the same number of dimensions."))
     input, other = broadcast_tensors(input, other)
     if dim is None:
         import warnings
@@ -894,13 +894,13 @@ def cross(input, other, dim=None):
                       "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
         sizes = [i for i, s in enumerate(input.shape) if s == 3]
         if not sizes:
-            raise RuntimeError(f"no dimension of size 3 in input")
+            raise RuntimeError(named("no dimension of size 3 in input"))
         axis = sizes[0]
     else:
         axis = _normalize_dim(dim, input.ndim)
     if input.shape[axis] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {axis} must have length 3. Got {input.shape[axis]} and "
-                           f"{other.shape[axis]}")
+        raise RuntimeError(named(f"linalg.cross: inputs dimension {axis} must have length 3. Got {input.shape[axis]} "
+                                 f"and {other.shape[axis]}"))
     a = [select(input, axis, i) for i in range(3)]
     b = [select(other, axis, i) for i in range(3)]
     return stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], axis)
@@ -916,24 +916,24 @@ def tensordot(a, b, dims=2, out=None):
         dims = dims.tolist()
     if isinstance(dims, int) and not isinstance(dims, bool):
         if dims < 0:
-            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+            raise RuntimeError(named(f"tensordot expects dims >= 0, but got dims={dims}"))
         if dims > min(a.ndim, b.ndim):
-            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+            raise RuntimeError(named(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}"))
         dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
     elif isinstance(dims, (list, tuple)) and len(dims) == 2:
         dims_a, dims_b = dims
         dims_a = [dims_a] if isinstance(dims_a, int) else list(dims_a)
         dims_b = [dims_b] if isinstance(dims_b, int) else list(dims_b)
     else:
-        raise RuntimeError(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}")
+        raise RuntimeError(named(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}"))
     if len(dims_a) != len(dims_b):
-        raise RuntimeError("both dimension lists should have same length")
+        raise RuntimeError(named("both dimension lists should have same length"))
     dims_a = [_normalize_dim(d, a.ndim) for d in dims_a]
     dims_b = [_normalize_dim(d, b.ndim) for d in dims_b]
     for da, db in zip(dims_a, dims_b):
         if a.shape[da] != b.shape[db]:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim {da} "
-                               f"and second has size {b.shape[db]} in dim {db}")
+            raise RuntimeError(named(f"contracted dimensions need to match, but first has size {a.shape[da]} in dim "
+                                     f"{da} and second has size {b.shape[db]} in dim {db}"))
     free_a = [d for d in range(a.ndim) if d not in dims_a]
     free_b = [d for d in range(b.ndim) if d not in dims_b]
     size = 1
@@ -972,16 +972,18 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if not (isinstance(x1, Tensor) and isinstance(x2, Tensor)):
         raise not_tensors(x1=x1, x2=x2)
     if x1.ndim < 2 or x2.ndim < 2:
-        raise RuntimeError(f"cdist only supports at least 2D tensors, X{1 if x1.ndim < 2 else 2} got: {x1.ndim}D")
+        raise RuntimeError(named(f"cdist only supports at least 2D tensors, X{1 if x1.ndim < 2 else 2} got: "
+                                 f"{x1.ndim}D"))
     if x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+        raise RuntimeError(named(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: "
+                                 f"{x2.shape[-1]}"))
     if not (x1.dtype.is_floating_point and x2.dtype.is_floating_point):
-        raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {x1.dtype}")
+        raise RuntimeError(named(f"cdist only supports floating-point dtypes, X1 got: {x1.dtype}"))
     p = check_number(p, "p")
     if p < 0:
-        raise RuntimeError("cdist only supports non-negative p values")
+        raise RuntimeError(named("cdist only supports non-negative p values"))
     if compute_mode not in _CDIST_MODES:
-        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+        raise ValueError(named(f"{compute_mode} is not a valid value for compute_mode"))
     differences = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     return norm(differences, p, -1)
 
@@ -994,12 +996,12 @@ def pdist(input, p=2):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim != 2:
-        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+        raise RuntimeError(named(f"pdist only supports 2D tensors, got: {input.ndim}D"))
     if not input.dtype.is_floating_point:
-        raise RuntimeError("pdist only supports floating-point dtypes")
+        raise RuntimeError(named("pdist only supports floating-point dtypes"))
     p = check_number(p, "p")
     if p < 0:
-        raise RuntimeError("pdist only supports non-negative p values")
+        raise RuntimeError(named("pdist only supports non-negative p values"))
     xp = input._device._xp
     first, second = xp.triu_indices(input.shape[0], 1)
     rows_i = tensor_(first.astype("int64"), device=input.device)
@@ -1040,8 +1042,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     if not (isinstance(input, Tensor) and isinstance(vec1, Tensor) and isinstance(vec2, Tensor)):
         raise not_tensors(input=input, vec1=vec1, vec2=vec2)
     if vec1.ndim != 1 or vec2.ndim != 1:
-        raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D" if vec1.ndim != 1 else
-                           f"addr: Expected 1-D argument vec2, but got {vec2.ndim}-D")
+        raise RuntimeError(named(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D" if vec1.ndim != 1 else
+                                 f"addr: Expected 1-D argument vec2, but got {vec2.ndim}-D"))
     beta, alpha = _check_beta_alpha(beta, alpha)
     return _add_scaled(input, outer(vec1, vec2), beta, alpha)
 
@@ -1069,7 +1071,7 @@ def frobenius_norm(input, dim, keepdim=False):
         raise not_tensors(input=input)
     dim = check_ints(dim, "dim")
     if len(dim) > 2:
-        raise RuntimeError(f"Expected at most 2 dimensions, but got {len(dim)} dimensions instead.")
+        raise RuntimeError(named(f"Expected at most 2 dimensions, but got {len(dim)} dimensions instead."))
     return norm(input, "fro", dim if dim else None, keepdim)
 
 
@@ -1084,13 +1086,13 @@ def nuclear_norm(input, dim=None, keepdim=False):
         dim, keepdim = None, dim
     if dim is None:
         if input.ndim != 2:
-            raise RuntimeError(f"Expected a tensor with 2 dimensions, but got a tensor with {input.ndim} dimension"
-                               f"{'' if input.ndim == 1 else 's'} instead.")
+            raise RuntimeError(named(f"Expected a tensor with 2 dimensions, but got a tensor with {input.ndim} "
+                                     f"dimension{'' if input.ndim == 1 else 's'} instead."))
         dims = (0, 1)
     else:
         dims = check_ints(dim, "dim")
         if len(dims) != 2:
-            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dims))}")
+            raise RuntimeError(named(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dims))}"))
         dims = tuple(_normalize_dim(d, input.ndim) for d in dims)
     _floating(input, "linalg.matrix_norm")
     singular = svd(movedim(input, dims, (-2, -1)), compute_uv=False).S
@@ -1110,7 +1112,7 @@ def geqrf(input):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim < 2:
-        raise RuntimeError(f"torch.geqrf: input must have at least 2 dimensions.")
+        raise RuntimeError(named("torch.geqrf: input must have at least 2 dimensions."))
     _floating(input, "geqrf")
     xp = input._device._xp
     data = input._data
@@ -1140,22 +1142,24 @@ def _check_reflectors(input, tau, op):
     if not (isinstance(input, Tensor) and isinstance(tau, Tensor)):
         raise not_tensors(input=input, tau=tau)
     if input.ndim < 2:
-        raise RuntimeError(f"{op}: input must have at least 2 dimensions.")
+        raise RuntimeError(named(f"{op}: input must have at least 2 dimensions."))
+    if tau.ndim < 1:
+        raise RuntimeError(named(f"{op}: tau must have at least 1 dimension."))
     if tau.shape[-1] > input.shape[-1]:
-        raise RuntimeError(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+        raise RuntimeError(named(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]"))
     if tau.shape[:-1] != input.shape[:-2]:
-        raise RuntimeError(f"{op}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
-                           f"{list(tau.shape[:-1])}")
+        raise RuntimeError(named(f"{op}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+                                 f"{list(tau.shape[:-1])}"))
     if tau.dtype is not input.dtype:
-        raise RuntimeError(f"{op}: tau dtype {tau.dtype} does not match input dtype {input.dtype}")
+        raise RuntimeError(named(f"{op}: tau dtype {tau.dtype} does not match input dtype {input.dtype}"))
 
 
 def orgqr(input, tau):
     """The first ``n`` columns of ``Q`` from ``geqrf``'s Householder form (``torch.orgqr``)."""
     _check_reflectors(input, tau, "torch.linalg.householder_product")
     if input.shape[-2] < input.shape[-1]:
-        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
-                           "input.shape[-1]")
+        raise RuntimeError(named("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
+                                 "input.shape[-1]"))
     return _householder_q(input, tau, input.shape[-1])
 
 
@@ -1166,7 +1170,7 @@ def ormqr(input, tau, other, left=True, transpose=False):
         raise not_tensors(other=other)
     m = input.shape[-2]
     if (other.shape[-2] if left else other.shape[-1]) != m:
-        raise RuntimeError(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2]")
+        raise RuntimeError(named(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2]"))
     q = _householder_q(input, tau, m)
     if transpose:
         q = q.transpose(-2, -1)

@@ -12,7 +12,7 @@ import numbers
 import warnings
 
 from corenn import _dtype
-from corenn._argcheck import check_int, check_number, named, not_tensors, type_name
+from corenn._argcheck import check_int, check_ints, check_number, named, not_tensors
 from corenn.ops._kernel import Op, kernel, run, to_floating
 from corenn.ops.movement import cat, gather, movedim, narrow, reshape, sort, squeeze, unsqueeze
 from corenn.ops.reduce import return_types, sum as _sum
@@ -230,8 +230,8 @@ def _quantile(op, input, q, dim, keepdim, interpolation):
     if input.numel() == 0:
         raise RuntimeError(named(f"{op}() input tensor must be non-empty"))
     if interpolation not in _INTERPOLATIONS:
-        raise RuntimeError(named(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest. "
-                                 f"Got {interpolation}"))
+        raise RuntimeError(named(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
+                                 f"{interpolation}"))
     xp = input._device._xp
     scalar_q = not isinstance(q, Tensor)
     if scalar_q:
@@ -312,7 +312,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
     if not input.dtype.is_floating_point:
-        raise RuntimeError(named(f"nanmean(): expected input to have floating point or complex dtype but got "
+        raise RuntimeError(named("nanmean(): expected input to have floating point or complex dtype but got "
                                  f"{_SHORT.get(input.dtype.name, input.dtype.name)}"))
     present = ~isnan(input)
     axes = _axes(dim, input.ndim)
@@ -335,11 +335,11 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{_SHORT.get(input.dtype.name)}'")
+        raise NotImplementedError(named(f"\"histogram_cpu\" not implemented for '{_SHORT.get(input.dtype.name)}'"))
     bins = check_int(bins, "bins")
     low, high = check_number(min, "min"), check_number(max, "max")
     if bins <= 0:
-        raise RuntimeError("torch.histc: bins must be > 0, but got " + str(bins) + " for dimension 0")
+        raise RuntimeError(named("torch.histc: bins must be > 0, but got " + str(bins) + " for dimension 0"))
     xp = input._device._xp
     data = input._data.reshape(-1)
     if low == high and data.size:
@@ -347,9 +347,9 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     if low == high:
         low, high = low - 1, high + 1
     if low > high:
-        raise RuntimeError(f"torch.histc: max must be larger than min")
+        raise RuntimeError(named("torch.histc: max must be larger than min"))
     if not (math.isfinite(low) and math.isfinite(high)):
-        raise RuntimeError(f"torch.histc: range of [{low}, {high}] is not finite")
+        raise RuntimeError(named(f"torch.histc: range of [{low}, {high}] is not finite"))
     kept = data[(data >= low) & (data <= high)]
     # PyTorch's linear interpolation of the bin, computed in the input's precision; the maximum goes last.
     dtype = data.dtype
@@ -368,23 +368,26 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
-                           f"input {input.dtype} and bins {input.dtype}")
+        raise RuntimeError(named("torch.histogram: input tensor and bins tensors should have the same dtype, but got "
+                                 f"input {input.dtype} and bins {input.dtype}"))
     xp = input._device._xp
     data = input._data.reshape(-1)
     dtype = data.dtype
     if isinstance(bins, Tensor):
         if bins.ndim != 1:
-            raise RuntimeError(f"torch.histogram(): bins tensor should have one dimension, but got {bins.ndim} "
-                               "dimensions")
+            raise RuntimeError(named(f"torch.histogram(): bins tensor should have one dimension, but got {bins.ndim} "
+                                     "dimensions"))
         if bins.dtype is not input.dtype:
-            raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the same dtype, but got "
-                               f"input {input.dtype} and bins {bins.dtype}")
+            raise RuntimeError(named("torch.histogram: input tensor and bins tensors should have the same dtype, but "
+                                     f"got input {input.dtype} and bins {bins.dtype}"))
+        if bins.shape[0] < 2:
+            raise RuntimeError(named(f"torch.histogram(): bins tensor should have at least 2 edges, got "
+                                     f"{bins.shape[0]}"))
         edges = bins._data.copy()
     else:
         count = check_int(bins, "bins")
         if count <= 0:
-            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {count} for dimension 0")
+            raise RuntimeError(named(f"torch.histogram(): bins must be > 0, but got {count} for dimension 0"))
         if range is not None:
             low, high = (check_number(v, "range") for v in range)
         elif data.size:
@@ -392,14 +395,14 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
         else:
             low, high = 0.0, 0.0
         if low > high:
-            raise RuntimeError(f"torch.histogram(): max must be larger than min, but got min {low} max {high}")
+            raise RuntimeError(named(f"torch.histogram(): max must be larger than min, but got min {low} max {high}"))
         if low == high:
             low, high = low - 0.5, high + 0.5
         edges = xp.linspace(low, high, count + 1).astype(dtype)
     if weight is not None:
         if not isinstance(weight, Tensor) or weight.shape != input.shape:
-            raise RuntimeError("torch.histogram: if weight tensor is provided it should have the same shape as the "
-                               "input tensor excluding its innermost dimension")
+            raise RuntimeError(named("torch.histogram: if weight tensor is provided it should have the same shape as "
+                                     "the input tensor excluding its innermost dimension"))
         weights = weight._data.reshape(-1)
     else:
         weights = xp.ones(data.shape, dtype=dtype)
@@ -419,17 +422,17 @@ def bincount(input, weights=None, minlength=0):
         raise not_tensors(input=input)
     minlength = check_int(minlength, "minlength")
     if minlength < 0:
-        raise RuntimeError("minlength should be >= 0")
+        raise RuntimeError(named("minlength should be >= 0"))
     if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is _dtype.bool_ or \
             (input.numel() and input._data.min() < 0):
-        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+        raise RuntimeError(named("bincount only supports 1-d non-negative integral inputs."))
     xp = input._device._xp
     if weights is None:
         return _wrap(xp.bincount(input._data, minlength=minlength).astype("int64"), input)
     if not isinstance(weights, Tensor):
         raise not_tensors(weights=weights)
     if weights.ndim != 1 or weights.shape[0] != input.shape[0]:
-        raise RuntimeError("weights should be 1-d and have the same length as input")
+        raise RuntimeError(named("weights should be 1-d and have the same length as input"))
     dtype = weights.dtype.numpy if weights.dtype.name in ("float32", "float16") else "float64"
     counts = xp.zeros(builtins.max(minlength, int(input._data.max()) + 1 if input.numel() else 0), dtype=dtype)
     xp.add.at(counts, input._data, weights._data.astype(dtype))  # summed in order, in the weights' precision
@@ -450,10 +453,10 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         raise not_tensors(sorted_sequence=sorted_sequence)
     if side is not None:
         if side not in ("left", "right"):
-            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+            raise RuntimeError(named(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}"))
         if right and side == "left":
-            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, got side of left "
-                               "while right was True")
+            raise RuntimeError(named("torch.searchsorted(): side and right can't be set to opposites, got side of left "
+                                     "while right was True"))
         right = side == "right"
     xp = sorted_sequence._device._xp
     scalar = not isinstance(input, Tensor)
@@ -461,17 +464,18 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     boundaries = sorted_sequence._data
     if sorter is not None:
         if not isinstance(sorter, Tensor) or sorter.shape != sorted_sequence.shape:
-            raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
-                               f"tensor {list(sorted_sequence.shape)}and got sorter tensor "
-                               f"{list(getattr(sorter, 'shape', []))}")
+            raise RuntimeError(named("torch.searchsorted(): boundary and sorter must have the same size, but got "
+                                     f"boundary tensor {list(sorted_sequence.shape)}and got sorter tensor "
+                                     f"{list(getattr(sorter, 'shape', []))}"))
         boundaries = xp.take_along_axis(boundaries, sorter._data, -1)
     way = "right" if right else "left"
     if boundaries.ndim == 1:
         return _search_result(xp, xp.searchsorted(boundaries, values, side=way), out_int32, sorted_sequence)
     if scalar or values.shape[:-1] != boundaries.shape[:-1]:
-        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
-                           "of boundaries tensor and input value tensor must match, but we got boundaries tensor "
-                           f"{list(boundaries.shape)} and input value tensor {list(values.shape)}")
+        raise RuntimeError(named("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+                                 "dimensions of boundaries tensor and input value tensor must match, but we got "
+                                 f"boundaries tensor {list(boundaries.shape)} and input value tensor "
+                                 f"{list(values.shape)}"))
     flat_bounds = boundaries.reshape(-1, boundaries.shape[-1])
     flat_values = values.reshape(-1, values.shape[-1])
     result = xp.stack([xp.searchsorted(b, v, side=way) for b, v in zip(flat_bounds, flat_values)]) \
@@ -483,8 +487,10 @@ def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
     """The bucket of each value: ``boundaries[i-1] < x <= boundaries[i]`` (``right=True``: ``<= x <``)."""
     if not isinstance(boundaries, Tensor):
         raise not_tensors(boundaries=boundaries)
+    if not isinstance(input, (Tensor, numbers.Number)):
+        raise TypeError(named(f"argument 'input' must be Tensor or a number, not {type(input).__name__}"))
     if boundaries.ndim != 1:
-        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+        raise RuntimeError(named(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})"))
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
@@ -524,10 +530,10 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim == 0:
-        raise RuntimeError("diff expects input to be at least one-dimensional")
+        raise RuntimeError(named("diff expects input to be at least one-dimensional"))
     n = check_int(n, "n")
     if n < 0:
-        raise RuntimeError(f"order must be non-negative but got {n}")
+        raise RuntimeError(named(f"order must be non-negative but got {n}"))
     axis = _normalize_dim(dim, input.ndim)
     pieces = [t for t in (prepend, input, append) if t is not None]
     for extra, name in ((prepend, "prepend"), (append, "append")):
@@ -535,7 +541,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
             if not isinstance(extra, Tensor):
                 raise not_tensors(**{name: extra})
             if extra.ndim != input.ndim:
-                raise RuntimeError(f"diff expects prepend or append to be the same dimension as input")
+                raise RuntimeError(named("diff expects prepend or append to be the same dimension as input"))
     result = cat(pieces, axis) if len(pieces) > 1 else input
     for _ in range(n):
         length = result.shape[axis]
@@ -553,7 +559,7 @@ def _spacing(y, x, dx, axis, op):
     if isinstance(x, Tensor):
         if x.ndim == 1:
             if x.shape[0] != y.shape[axis]:
-                raise RuntimeError(f"{op}: There must be one `x` value for each sample point")
+                raise RuntimeError(named(f"{op}: There must be one `x` value for each sample point"))
             widths = diff(x)
             shape = [1] * y.ndim
             shape[axis] = widths.shape[0]
@@ -567,7 +573,9 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     if not isinstance(y, Tensor):
         raise not_tensors(y=y)
     if x is not None and dx is not None:
-        raise RuntimeError("trapezoid: received both x and dx, but only one of them may be given")
+        raise RuntimeError(named("trapezoid: received both x and dx, but only one of them may be given"))
+    if y.ndim == 0:
+        raise IndexError(named(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})"))
     axis = _normalize_dim(dim, y.ndim)
     length = y.shape[axis]
     if length == 0:
@@ -588,7 +596,9 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     if not isinstance(y, Tensor):
         raise not_tensors(y=y)
     if x is not None and dx is not None:
-        raise RuntimeError("cumulative_trapezoid: received both x and dx, but only one of them may be given")
+        raise RuntimeError(named("cumulative_trapezoid: received both x and dx, but only one of them may be given"))
+    if y.ndim == 0:
+        raise IndexError(named(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})"))
     axis = _normalize_dim(dim, y.ndim)
     length = y.shape[axis]
     if length == 0:
@@ -608,8 +618,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim > 2:
-        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
-                           f"{input.ndim} dimensions")
+        raise RuntimeError(named("cov(): expected input to have two or fewer dimensions but got an input with "
+                                 f"{input.ndim} dimensions"))
     correction = check_number(correction, "correction")
     x = reshape(input, (1, -1)) if input.ndim < 2 else input
     x = to_floating(x)
@@ -621,19 +631,19 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         if not isinstance(given, Tensor):
             raise not_tensors(**{name: given})
         if given.ndim > 1:
-            raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
-                               f"{given.ndim} dimensions")
+            raise RuntimeError(named(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
+                                     f"{given.ndim} dimensions"))
         if given.numel() != observations:
-            raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in the "
-                               f"input but got {given.numel()} != {observations}")
+            raise RuntimeError(named(f"cov(): expected {name} to have the same numel as there are observations in the "
+                                     f"input but got {given.numel()} != {observations}"))
         if name == "fweights" and given.dtype.is_floating_point:
-            raise RuntimeError("cov(): expected fweights to have integral dtype but got fweights with "
-                               f"{given.dtype} dtype")
+            raise RuntimeError(named("cov(): expected fweights to have integral dtype but got fweights with "
+                                     f"{given.dtype} dtype"))
         if name == "aweights" and not given.dtype.is_floating_point:
-            raise RuntimeError("cov(): expected aweights to have floating point dtype but got aweights with "
-                               f"{given.dtype} dtype")
+            raise RuntimeError(named("cov(): expected aweights to have floating point dtype but got aweights with "
+                                     f"{given.dtype} dtype"))
         if given.numel() and given._data.min() < 0:
-            raise RuntimeError(f"cov(): {name} cannot be negative")
+            raise RuntimeError(named(f"cov(): {name} cannot be negative"))
         given = reshape(given, -1).to(x.dtype)
         weights = given if weights is None else weights * given
     if weights is None:
@@ -662,8 +672,8 @@ def corrcoef(input):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim > 2:
-        raise RuntimeError(f"corrcoef(): expected input to have two or fewer dimensions but got an input with "
-                           f"{input.ndim} dimensions")
+        raise RuntimeError(named("corrcoef(): expected input to have two or fewer dimensions but got an input with "
+                                 f"{input.ndim} dimensions"))
     c = cov(input)
     if c.ndim == 0:
         return c / c
@@ -680,11 +690,11 @@ def renorm(input, p, dim, maxnorm):
         raise not_tensors(input=input)
     p, maxnorm = check_number(p, "p"), check_number(maxnorm, "maxnorm")
     if p <= 0:
-        raise RuntimeError(f"renorm: non-positive-norm not supported")
+        raise RuntimeError(named("renorm: non-positive-norm not supported"))
     if maxnorm < 0:
-        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+        raise RuntimeError(named(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}"))
     if input.ndim <= 1:
-        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+        raise RuntimeError(named(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions"))
     axis = _normalize_dim(dim, input.ndim)
     others = tuple(d for d in range(input.ndim) if d != axis)
     norms = norm(input, p, others, keepdim=True)
@@ -701,7 +711,7 @@ def sum_to_size(input, *size):
     shape = tuple(input.shape)
     if len(size) > len(shape) or builtins.any(s != 1 and s != shape[len(shape) - len(size) + i]
                                               for i, s in enumerate(size)):
-        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+        raise RuntimeError(named(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}."))
     leading = len(shape) - len(size)
     result = _sum(input, tuple(range(leading))) if leading else input
     ones = tuple(i for i, s in enumerate(size) if s == 1 and result.shape[i] != 1)
@@ -730,7 +740,7 @@ def nonzero_static(input, *, size, fill_value=-1):
         raise not_tensors(input=input)
     size, fill_value = check_int(size, "size"), check_int(fill_value, "fill_value")
     if size < 0:
-        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got size: {size}")
+        raise RuntimeError(named(f"nonzero_static: 'size' must be an non-negative integer, but got size: {size}"))
     found = nonzero(input)._data
     xp = input._device._xp
     rows = xp.full((size, found.shape[1]), fill_value, dtype="int64")
@@ -747,20 +757,31 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"torch.histogramdd: input tensor should be a floating-point tensor, got {input.dtype}")
+        raise RuntimeError(named("torch.histogramdd: input tensor should be a floating-point tensor, got "
+                                 f"{input.dtype}"))
     if input.ndim < 1:
-        raise RuntimeError("torch.histogramdd: input tensor should have at least 1 dimension, but got 0")
+        raise RuntimeError(named("torch.histogramdd: input tensor should have at least 1 dimension, but got 0"))
+    if input.shape[-1] == 0:
+        raise RuntimeError(named("torch.histogramdd: input's innermost dimension (the point's coordinates) is "
+                                 "empty"))
     xp = input._device._xp
     points = input._data.reshape(-1, input.shape[-1])
     dims = points.shape[1]
-    if isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], Tensor):
+    if isinstance(bins, (list, tuple)) and bins and builtins.all(isinstance(b, Tensor) for b in bins):
         edges = [b._data for b in bins]
     else:
-        counts = [check_int(bins, "bins")] * dims if isinstance(bins, numbers.Integral) else \
-            [check_int(b, "bins") for b in bins]
+        if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
+            counts = [int(bins)] * dims
+        elif isinstance(bins, (list, tuple)):
+            counts = list(check_ints(bins, "bins"))
+        else:
+            raise TypeError(named(f"argument 'bins' must be int, a list of ints or a list of Tensors, not "
+                                  f"{type(bins).__name__}"))
+        if builtins.any(c <= 0 for c in counts):
+            raise RuntimeError(named(f"torch.histogramdd(): bins must be > 0, but got {counts}"))
         if len(counts) != dims:
-            raise RuntimeError(f"torch.histogramdd: expected {dims} sequences of bin edges for each dimension of the "
-                               f"input tensor, but got {len(counts)}")
+            raise RuntimeError(named(f"torch.histogramdd: expected {dims} sequences of bin edges for each dimension of "
+                                     f"the input tensor, but got {len(counts)}"))
         edges = []
         for d, count in enumerate(counts):
             if range is not None:
@@ -802,23 +823,22 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if edge_order not in (1, 2):
-        raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2.")
+        raise RuntimeError(named("torch.gradient only supports edge_order=1 and edge_order=2."))
     if dim is None:
         dims = list(range(input.ndim))
     else:
-        dims = [dim] if isinstance(dim, numbers.Integral) else list(dim)
-        dims = [_normalize_dim(d, input.ndim) for d in dims]
+        dims = [_normalize_dim(d, input.ndim) for d in check_ints(dim, "dim")]
     if isinstance(spacing, (list, tuple)):
         if len(spacing) != len(dims):
-            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
-                               f"arguments to have the same length, but got a spacing argument of length "
-                               f"{len(spacing)} and a dim argument of length {len(dims)}.")
+            raise RuntimeError(named("torch.gradient expected spacing to be unspecified, a scalar or it's spacing and "
+                                     "dim arguments to have the same length, but got a spacing argument of length "
+                                     f"{len(spacing)} and a dim argument of length {len(dims)}."))
         spacings = list(spacing)
     else:
         spacings = [spacing] * len(dims)
     for d in dims:
         if input.shape[d] < edge_order + 1:
-            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+            raise RuntimeError(named("torch.gradient expected each dimension size to be at least edge_order+1"))
     input = to_floating(input)
     xp = input._device._xp
     results = []

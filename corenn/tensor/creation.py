@@ -176,10 +176,10 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
 def _window(name, window_length, periodic, dtype, device, requires_grad, values):
     window_length = check_int(window_length, "window_length")
     if window_length < 0:
-        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
+        raise RuntimeError(named(f"{name} requires non-negative window_length, got window_length={window_length}"))
     dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
     if not dtype.is_floating_point:
-        raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
+        raise RuntimeError(named(f"{name} expects floating point dtypes, got: {dtype}"))
     target, xp = _place(device)
     if window_length <= 1:
         array = xp.ones(window_length, dtype="float64")
@@ -227,7 +227,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
     """The Kaiser window ``I0(beta sqrt(1 - (2 n / (N - 1) - 1)^2)) / I0(beta)`` (``torch.kaiser_window``)."""
     beta = check_number(beta, "beta")
     if beta < 0:
-        raise RuntimeError(f"kaiser_window requires non-negative beta, got beta={beta}")
+        raise RuntimeError(named(f"kaiser_window requires non-negative beta, got beta={beta}"))
 
     def values(xp, n, length):
         ratio = 2 * n / (length - 1) - 1
@@ -243,9 +243,9 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     """An uninitialised tensor of ``size`` whose ``stride()`` is ``stride`` (``torch.empty_strided``)."""
     size, stride = _size((size,)), check_ints(stride, "stride")
     if len(size) != len(stride):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError(named("mismatch in length of strides and shape"))
     if any(s < 0 for s in stride):
-        raise RuntimeError("empty_strided: negative strides are not supported")
+        raise RuntimeError(named("empty_strided: negative strides are not supported"))
     target, xp = _place(device)
     dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
     extent = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
@@ -260,7 +260,8 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     """An uninitialised tensor of ``size`` laid out in memory in the order ``physical_layout`` (outer first)."""
     size, order = _size((size,)), check_ints(physical_layout, "physical_layout")
     if sorted(order) != list(builtins.range(len(size))):
-        raise RuntimeError(f"Dimension order {list(order)} is not a permutation of the dims of size {list(size)}")
+        raise RuntimeError(named(f"Dimension order {list(order)} is not a permutation of the dims of size "
+                                 f"{list(size)}"))
     target, xp = _place(device)
     dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
     physical = xp.empty([size[d] for d in order], dtype=dtype.numpy)
@@ -286,8 +287,9 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
         same_place = target is None or target == shared._device
         same_type = dtype is None or dtype is shared.dtype
         if copy is False and not (same_place and same_type):
-            raise ValueError(f"can't alias tensor with dtype '{shared.dtype}' into dtype '{dtype}'." if not same_type
-                             else f"can't alias tensor on {shared.device} into {target}.")
+            reason = f"with dtype '{shared.dtype}' into dtype '{dtype}'" if not same_type else \
+                f"on {shared.device} into {target}"
+            raise ValueError(named(f"can't alias tensor {reason}."))
         result = shared
         if not same_type or not same_place:
             result = shared.detach().to(device=target, dtype=dtype)
@@ -298,8 +300,13 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
             result.requires_grad_(True)
         return result
     if copy is False:
-        raise ValueError(f"can't alias {type_name(obj)} into a tensor without copying")
-    result = _tensor_module.tensor(obj, dtype=dtype, device=device)
+        raise ValueError(named(f"can't alias {type_name(obj)} into a tensor without copying"))
+    try:
+        result = _tensor_module.tensor(obj, dtype=dtype, device=device)
+    except TypeError as error:
+        if str(error).startswith("could not convert data"):  # no dtype to infer: PyTorch's RuntimeError
+            raise RuntimeError(named(f"Could not infer dtype of {type(obj).__name__}")) from None
+        raise TypeError(named(f"argument 'obj': {error}")) from None
     if requires_grad:
         result.requires_grad_(True)
     return result
@@ -313,18 +320,18 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     total = view.nbytes
     itemsize = _np.dtype(dtype.numpy).itemsize
     if offset < 0 or offset >= total:
-        raise ValueError(f"both buffer length ({total}) and offset ({offset}) must be positive and offset must be "
-                         "less than buffer length")
+        raise ValueError(named(f"both buffer length ({total}) and offset ({offset}) must be positive and offset must "
+                               "be less than buffer length"))
     if count == 0 or count < -1:
-        raise ValueError(f"both buffer length ({total}) and count ({count}) must not be 0")
+        raise ValueError(named(f"both buffer length ({total}) and count ({count}) must not be 0"))
     if count == -1:
         if (total - offset) % itemsize:
-            raise ValueError(f"buffer length ({total - offset} after offset) must be a multiple of element size "
-                             f"({itemsize})")
+            raise ValueError(named(f"buffer length ({total - offset} after offset) must be a multiple of element size "
+                                   f"({itemsize})"))
         count = (total - offset) // itemsize
     elif offset + count * itemsize > total:
-        raise ValueError(f"requested buffer length ({count} * {itemsize} bytes) after offset ({offset} bytes) must "
-                         f"not be greater than actual buffer length ({total} bytes)")
+        raise ValueError(named(f"requested buffer length ({count} * {itemsize} bytes) after offset ({offset} bytes) "
+                               f"must not be greater than actual buffer length ({total} bytes)"))
     if view.readonly:
         import warnings
         warnings.warn("The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
@@ -340,8 +347,8 @@ def fill(input, value):
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if isinstance(value, Tensor) and value.ndim:
-        raise RuntimeError(f"fill only supports 0-dimension value tensor but got tensor with {value.ndim} "
-                           "dimensions.")
+        raise RuntimeError(named(f"fill only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                                 "dimensions."))
     everywhere = ones(input.shape, dtype=_dtype.bool_, device=input.device)
     value = value.to(input.dtype) if isinstance(value, Tensor) else check_number(value, "value")
     return where(everywhere, value, input)
@@ -370,9 +377,9 @@ def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,
                   "[start, end).", UserWarning, stacklevel=2)
     start, end, step = check_number(start, "start"), check_number(end, "end"), check_number(step, "step")
     if step == 0:
-        raise RuntimeError("step must be nonzero")
+        raise RuntimeError(named("step must be nonzero"))
     if (end - start) * step < 0:
-        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError(named("upper bound and larger bound inconsistent with step sign"))
     dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
     target, xp = _place(device)
     count = int(math.floor((end - start) / step)) + 1

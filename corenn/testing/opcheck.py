@@ -1138,11 +1138,11 @@ _MORE_POINTWISE = [
 ]
 
 def _well_conditioned(lib, x):
-    return x + 3 * lib.eye(x.shape[-1], dtype=x.dtype)
+    return x + 3 * lib.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def _positive_definite(lib, x):
-    return x @ x.transpose(-2, -1) + 3 * lib.eye(x.shape[-1], dtype=x.dtype)
+    return x @ x.transpose(-2, -1) + 3 * lib.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def _svd_invariant(lib, x):
