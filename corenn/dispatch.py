@@ -136,18 +136,19 @@ ARRAY_PROTOCOL = (
 #: conformance kit and a training step ask the test-only ``strict`` device for, must be listed here.
 XP_NAMES = (
     # constants and dtypes
-    "inf", "int8", "uint8", "int64", "float32", "float64", "finfo", "iinfo", "ndarray", "errstate",
+    "inf", "int8", "uint8", "int32", "int64", "float32", "float64", "finfo", "iinfo", "ndarray", "errstate",
     # creation
     "arange", "asarray", "ascontiguousarray", "empty", "eye", "full", "indices", "linspace", "ones",
     "ones_like", "zeros", "zeros_like",
     # shape and indexing
     "broadcast_to", "concatenate", "copyto", "diagonal", "expand_dims", "flip", "moveaxis", "nonzero", "pad",
     "put_along_axis", "roll", "split", "stack", "swapaxes", "take", "take_along_axis", "tile", "tril", "triu",
-    "unravel_index", "where", "lib.stride_tricks.as_strided",
+    "unravel_index", "where", "lib.stride_tricks.as_strided", "broadcast_shapes", "repeat", "tri", "triu_indices",
     # reductions, scans and sorting
-    "argsort", "cumprod", "cumsum", "sum", "unique",
+    "argsort", "cumprod", "cumsum", "sum", "unique", "argmax", "bincount", "diff", "isin", "searchsorted",
     # linear algebra
-    "einsum", "matmul", "outer", "tensordot", "linalg.qr",
+    "einsum", "matmul", "outer", "tensordot", "linalg.qr", "linalg.cholesky", "linalg.det", "linalg.inv",
+    "linalg.pinv", "linalg.slogdet", "linalg.solve", "linalg.svd",
     # elementwise (ufuncs, with out= and casting=; add.at and multiply.at for scatter-adds)
     "abs", "add", "add.at", "bitwise_and", "bitwise_or", "bitwise_xor", "ceil", "clip", "cos", "divide",
     "equal", "exp", "exp2", "expm1", "floor", "floor_divide", "fmod", "greater", "greater_equal", "invert",
@@ -155,6 +156,8 @@ XP_NAMES = (
     "log2", "logaddexp", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
     "multiply", "multiply.at", "nan_to_num", "negative", "not_equal", "remainder", "right_shift", "round",
     "sign", "signbit", "sin", "sqrt", "subtract", "tan", "tanh", "trunc",
+    # running and scattered reductions (logcumsumexp, scatter_reduce), the Bessel function of windows
+    "logaddexp.accumulate", "maximum.at", "minimum.at", "i0",
 )
 
 #: What ``Backend.random_generator(seed)`` must return: an object with these methods, each

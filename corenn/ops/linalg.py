@@ -275,7 +275,7 @@ def einsum(equation, *operands):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Decompositions, inverses and determinants (numpy.linalg under xp.linalg; LU and the matrix exponential,
+# Decompositions, inverses and determinants (numpy.linalg through the backend; LU and the matrix exponential,
 # which numpy lacks, are written here)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -386,7 +386,7 @@ class Inverse(Op):
         xp = ctx.xp
         try:
             out = xp.linalg.inv(a)
-        except xp.linalg.LinAlgError:
+        except ValueError:  # numpy's (and cupy's) LinAlgError is a ValueError
             raise _singular_error(xp, a, "linalg.inv") from None
         ctx.save_for_backward(out)
         return out
@@ -520,7 +520,7 @@ def _cholesky_error(xp, a, op):
     for order in range(1, a.shape[-1] + 1):
         try:
             xp.linalg.cholesky(a[..., :order, :order])
-        except xp.linalg.LinAlgError:
+        except ValueError:  # numpy's (and cupy's) LinAlgError is a ValueError
             break
     return LinAlgError(f"{op}: The factorization could not be completed because the input is not positive-definite "
                        f"(the leading minor of order {order} is not positive-definite).")
@@ -533,7 +533,7 @@ class Cholesky(Op):
         xp = ctx.xp
         try:
             lower = xp.linalg.cholesky(a)
-        except xp.linalg.LinAlgError:
+        except ValueError:  # numpy's (and cupy's) LinAlgError is a ValueError
             raise _cholesky_error(xp, a, "cholesky") from None
         ctx.save_for_backward(lower)
         ctx.upper = upper

@@ -516,7 +516,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         inverse = groups.reshape(input.shape) if dim is None else groups
         result.append(_index_tensor(inverse, input))
     if return_counts:
-        result.append(_index_tensor(xp.diff(xp.append(xp.nonzero(starts)[0], data.shape[0])), input))
+        bounds = xp.concatenate([xp.nonzero(starts)[0], xp.asarray([data.shape[0]])])
+        result.append(_index_tensor(xp.diff(bounds), input))
     return result[0] if len(result) == 1 else tuple(result)
 
 
