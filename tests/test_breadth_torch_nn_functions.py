@@ -81,7 +81,7 @@ def test_torch_level_function_matches_torch(name, arrays, extra, frozen):
 def test_losses_default_to_no_reduction_as_torch_does():
     # ATen's schemas say reduction=Mean, but PyTorch's Python binding gives no reduction when it is left out
     a, b, signs_ = normal(3, 4), normal(3, 4), signs(3)
-    calls = [("kl_div", (a, b)), ("margin_ranking_loss", (a, b, signs(3, 4))), ("hinge_embedding_loss", (a, signs(3, 4))),
+    calls = [("kl_div", (a, positive(3, 4))), ("margin_ranking_loss", (a, b, signs(3, 4))), ("hinge_embedding_loss", (a, signs(3, 4))),
              ("triplet_margin_loss", (a, b, normal(3, 4))), ("cosine_embedding_loss", (a, b, signs_)),
              ("binary_cross_entropy_with_logits", (a, RNG.uniform(0, 1, (3, 4))))]
     for name, arrays in calls:
@@ -173,3 +173,52 @@ def test_errors():
         corenn.rnn_relu_cell(corenn.ones(2), corenn.ones(3), corenn.ones(3, 2), corenn.ones(3, 3))
     with pytest.raises(TypeError, match="layer_norm\\(\\): argument 'cudnn_enable' must be bool"):
         corenn.layer_norm(corenn.ones(2, 3), [3], cudnn_enable=1)
+
+
+@pytest.mark.parametrize("name,mode", [("rnn_tanh", "RNN_TANH"), ("rnn_relu", "RNN_RELU"), ("lstm", "LSTM"),
+                                       ("gru", "GRU")])
+@pytest.mark.parametrize("layers,bidirectional,biases,batch_first", [(1, False, True, False), (2, True, False, True),
+                                                                     (2, False, True, True)])
+def test_recurrent_networks_match_torch(name, mode, layers, bidirectional, biases, batch_first):
+    gates = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}[mode]
+    hidden, features, directions = 4, 3, 2 if bidirectional else 1
+    arrays = []
+    for layer in range(layers):
+        for _ in range(directions):
+            width = features if layer == 0 else hidden * directions
+            arrays += [RNG.standard_normal((gates * hidden, width)) * 0.5, RNG.standard_normal((gates * hidden,
+                                                                                                hidden)) * 0.5]
+            if biases:
+                arrays += [RNG.standard_normal(gates * hidden) * 0.5, RNG.standard_normal(gates * hidden) * 0.5]
+    count = len(arrays)
+    x = RNG.standard_normal((2, 5, features) if batch_first else (5, 2, features))
+    states = [RNG.standard_normal((layers * directions, 2, hidden)) for _ in range(2 if mode == "LSTM" else 1)]
+    arrays += [x] + states
+
+    def call(lib, *tensors):
+        params, (x, *state) = list(tensors[:count]), tensors[count:]
+        hx = state if mode == "LSTM" else state[0]
+        result = getattr(lib, name)(x, hx, params, biases, layers, 0.0, False, bidirectional, batch_first)
+        return lib.cat([t.reshape(-1) for t in result])
+
+    compare_with_torch(lambda *t: call(corenn, *t), lambda *t: call(torch, *t), arrays, torch, rtol=1e-9, atol=1e-11)
+
+
+def test_recurrent_network_over_a_packed_sequence_matches_torch():
+    from torch.nn.utils.rnn import pack_padded_sequence
+    packed = pack_padded_sequence(torch.tensor(normal(4, 3, 2)), [4, 3, 1])
+    weights = [normal(9, 2), normal(9, 3), normal(9), normal(9)]
+
+    def call(lib, data, *tensors):
+        return lib.cat([t.reshape(-1) for t in lib.gru(data, lib.tensor(packed.batch_sizes.numpy()),
+                                                       tensors[-1], list(tensors[:-1]), True, 1, 0.0, False, False)])
+    compare_with_torch(lambda *t: call(corenn, *t), lambda *t: call(torch, *t),
+                       [packed.data.numpy()] + weights + [normal(1, 3, 3)], torch, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_norm_except_dim_matches_torch(dim):
+    compare_with_torch(lambda v: corenn.norm_except_dim(v, 2, dim), lambda v: torch.norm_except_dim(v, 2, dim),
+                       [normal(3, 4, 2)], torch)
+    compare_with_torch(lambda v: corenn.norm_except_dim(v, 3, dim), lambda v: torch.norm_except_dim(v, 3, dim),
+                       [normal(3, 4, 2)], torch)

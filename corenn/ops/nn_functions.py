@@ -398,6 +398,124 @@ def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return _rnn_cell(input, hx, w_ih, w_hh, b_ih, b_hh, "rnn_relu_cell", _functional().relu)
 
 
+def _recurrent(mode, op, args, kwargs):
+    """ATen's recurrent networks: ``(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+    batch_first)``, or over a packed sequence ``(data, batch_sizes, hx, params, has_biases, num_layers, dropout,
+    train, bidirectional)``; ``params`` lists each layer's and direction's w_ih, w_hh (b_ih, b_hh) (w_hr)."""
+    from corenn.nn.modules.rnn import run_layers
+    from corenn.tensor.tensor import Tensor
+    # the packed form puts batch_sizes (a tensor) second: LSTM's hx is a list, the others' a tensor after it
+    second = 1 if mode == "LSTM" else 2
+    packed = len(args) > second and isinstance(args[second], Tensor)
+    names = (("data", "batch_sizes", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional")
+             if packed else ("input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional",
+                             "batch_first"))
+    if len(args) + len(kwargs) != len(names):
+        raise TypeError(f"{op}() takes {len(names)} arguments ({', '.join(names)}), got {len(args) + len(kwargs)}")
+    bound = dict(zip(names, args), **kwargs)
+    hx, params = bound["hx"], list(bound["params"])
+    num_layers, has_biases = check_int(bound["num_layers"], "num_layers"), bool(bound["has_biases"])
+    directions = 2 if bound["bidirectional"] else 1
+    state0 = tuple(hx) if mode == "LSTM" else (hx,)
+    per = len(params) // max(num_layers * directions, 1)
+    plain = 4 if has_biases else 2
+    if len(params) != per * num_layers * directions or per not in (plain, plain + (mode == "LSTM")):
+        raise RuntimeError(f"{op}(): expected {plain} parameters per layer and direction "
+                           f"({num_layers * directions} of them), got {len(params)}")
+
+    def layer_weights(layer, direction):
+        group = params[(layer * directions + direction) * per:][:per]
+        w_ih, w_hh = group[0], group[1]
+        b_ih, b_hh = (group[2], group[3]) if has_biases else (None, None)
+        w_hr = group[-1] if per == plain + 1 else None
+        return (w_ih, b_ih), (w_hh, b_hh, w_hr)
+
+    if packed:
+        data = check_tensor(bound["data"], "data", op)
+        batch_sizes = [int(n) for n in bound["batch_sizes"].tolist()]
+    else:
+        data = check_tensor(bound["input"], "input", op)
+        if data.ndim != 3:
+            raise RuntimeError(f"{op}(): expected input of 3 dimensions (seq, batch, feature), got {data.ndim}")
+        if bound["batch_first"]:
+            data = data.transpose(0, 1)
+        steps, batch = data.shape[0], data.shape[1]
+        batch_sizes = [batch] * steps
+        data = data.reshape(steps * batch, data.shape[2])
+    output, state_n = run_layers(mode, data, batch_sizes, state0, layer_weights, num_layers, directions,
+                                 check_number(bound["dropout"], "dropout"), bool(bound["train"]))
+    if not packed:
+        output = output.reshape(len(batch_sizes), batch, output.shape[-1])
+        if bound["batch_first"]:
+            output = output.transpose(0, 1)
+    return (output, *state_n)
+
+
+def rnn_tanh(*args, **kwargs):
+    """``torch.rnn_tanh``: an Elman RNN (tanh) over a sequence with explicit weights; returns ``(output, h_n)``.
+
+        >>> w = [corenn.randn(4, 3), corenn.randn(4, 4)]
+        >>> out, h = corenn.rnn_tanh(corenn.randn(5, 2, 3), corenn.zeros(1, 2, 4), w, False, 1, 0.0, False, False,
+        ...                          False)
+        >>> out.shape, h.shape
+        (corenn.Size([5, 2, 4]), corenn.Size([1, 2, 4]))
+    """
+    return _recurrent("RNN_TANH", "rnn_tanh", args, kwargs)
+
+
+def rnn_relu(*args, **kwargs):
+    """``torch.rnn_relu``: :func:`rnn_tanh` with ReLU.
+
+        >>> w = [corenn.randn(4, 3), corenn.randn(4, 4)]
+        >>> corenn.rnn_relu(corenn.randn(2, 5, 3), corenn.zeros(1, 2, 4), w, False, 1, 0.0, False, False,
+        ...                 True)[0].shape
+        corenn.Size([2, 5, 4])
+    """
+    return _recurrent("RNN_RELU", "rnn_relu", args, kwargs)
+
+
+def lstm(*args, **kwargs):
+    """``torch.lstm``: an LSTM over a sequence with explicit weights; ``hx`` is ``(h_0, c_0)``; returns
+    ``(output, h_n, c_n)``.
+
+        >>> w = [corenn.randn(16, 3), corenn.randn(16, 4)]
+        >>> h0 = (corenn.zeros(1, 2, 4), corenn.zeros(1, 2, 4))
+        >>> [t.shape[-1] for t in corenn.lstm(corenn.randn(5, 2, 3), h0, w, False, 1, 0.0, False, False, False)]
+        [4, 4, 4]
+    """
+    return _recurrent("LSTM", "lstm", args, kwargs)
+
+
+def gru(*args, **kwargs):
+    """``torch.gru``: a GRU over a sequence with explicit weights; returns ``(output, h_n)``.
+
+        >>> w = [corenn.randn(12, 3), corenn.randn(12, 4)]
+        >>> corenn.gru(corenn.randn(5, 2, 3), corenn.zeros(1, 2, 4), w, False, 1, 0.0, False, False, False)[1].shape
+        corenn.Size([1, 2, 4])
+    """
+    return _recurrent("GRU", "gru", args, kwargs)
+
+
+def norm_except_dim(v, pow=2, dim=0):
+    """The ``pow``-norm of ``v`` over every dim but ``dim``, shaped to broadcast against ``v`` (weight norm's
+    ``g``); ``dim=-1`` is the norm of all of ``v``.
+
+        >>> corenn.norm_except_dim(corenn.tensor([[3., 4.], [0., 1.]])).tolist()
+        [[5.0], [1.0]]
+    """
+    check_tensor(v, "v", "norm_except_dim")
+    dim = check_int(dim, "dim")
+    if dim == -1:
+        return v.norm(pow)
+    if dim == 0:
+        shape = [v.shape[0]] + [1] * (v.ndim - 1)
+        return v.reshape(v.shape[0], -1).norm(pow, 1).reshape(shape)
+    if dim == v.ndim - 1:
+        shape = [1] * (v.ndim - 1) + [v.shape[-1]]
+        return v.reshape(-1, v.shape[-1]).norm(pow, 0).reshape(shape)
+    return norm_except_dim(v.transpose(0, dim), pow, 0).transpose(0, dim)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Distances and losses (``reduction`` as ATen's int: 0 none, 1 mean, 2 sum)
 # ---------------------------------------------------------------------------------------------------------

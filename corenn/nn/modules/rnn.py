@@ -92,6 +92,33 @@ def _run_direction(step, input_gates, batch_sizes, initial, weights, reverse):
     return output, state
 
 
+def run_layers(mode, data, batch_sizes, state0, layer_weights, num_layers, directions, dropout, train):
+    """Every layer and direction of a recurrent network over packed rows ``data`` (``sum(batch_sizes)`` rows).
+
+    ``state0`` holds the initial states, (layers * directions, N, size) each; ``layer_weights(layer,
+    direction)`` gives ``((w_ih, b_ih), (w_hh, b_hh, w_hr))``. Returns the last layer's output rows and the
+    final states, stacked as ``state0``. Dropout (``train``) goes between layers, as in PyTorch.
+    """
+    step = _STEPS[mode]
+    finals = [[] for _ in state0]
+    layer_input = data
+    for layer in range(num_layers):
+        if layer > 0 and dropout > 0 and train:
+            layer_input = F.dropout(layer_input, dropout)
+        outputs = []
+        for direction in range(directions):
+            (w_ih, b_ih), step_weights = layer_weights(layer, direction)
+            index = layer * directions + direction
+            input_gates = F.linear(layer_input, w_ih, b_ih)   # every time step in one matmul
+            output, state = _run_direction(step, input_gates, batch_sizes, tuple(s[index] for s in state0),
+                                           step_weights, reverse=direction == 1)
+            outputs.append(output)
+            for kept, s in zip(finals, state):
+                kept.append(s)
+        layer_input = outputs[0] if directions == 1 else corenn.cat(outputs, dim=-1)
+    return layer_input, tuple(corenn.stack(kept) for kept in finals)
+
+
 class RNNBase(Module):
     """Shared machinery of :class:`RNN`, :class:`LSTM` and :class:`GRU` (parameters, checks, the layer loop)."""
 
@@ -261,24 +288,8 @@ class RNNBase(Module):
             if sorted_indices is not None:
                 state0 = tuple(s.index_select(1, sorted_indices) for s in state0)
 
-        step = _STEPS[self.mode]
-        finals = [[] for _ in sizes]
-        layer_input = data
-        for layer in range(self.num_layers):
-            if layer > 0 and self.dropout > 0 and self.training:
-                layer_input = F.dropout(layer_input, self.dropout)
-            outputs = []
-            for direction in range(directions):
-                (w_ih, b_ih), step_weights = self._layer_weights(layer, direction)
-                index = layer * directions + direction
-                input_gates = F.linear(layer_input, w_ih, b_ih)   # every time step in one matmul
-                output, state = _run_direction(step, input_gates, batch_sizes, tuple(s[index] for s in state0),
-                                               step_weights, reverse=direction == 1)
-                outputs.append(output)
-                for kept, s in zip(finals, state):
-                    kept.append(s)
-            layer_input = outputs[0] if directions == 1 else corenn.cat(outputs, dim=-1)
-        state_n = tuple(corenn.stack(kept) for kept in finals)
+        layer_input, state_n = run_layers(self.mode, data, batch_sizes, state0, self._layer_weights, self.num_layers,
+                                          directions, self.dropout, self.training)
 
         if packed:
             if unsorted_indices is not None:
