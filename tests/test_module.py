@@ -195,6 +195,27 @@ def test_train_eval_recursive_and_validates():
         net.train(1)
 
 
+def test_train_asks_each_child_so_an_override_can_keep_a_part_frozen():
+    # A common PyTorch idiom (frozen BatchNorm in detection backbones): a submodule's train() override
+    # must be called by its parent's train(), not bypassed.
+    class FrozenNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+
+        def train(self, mode=True):
+            super().train(mode)
+            self.bn.eval()
+            return self
+
+    model = nn.Sequential(nn.Linear(3, 3), FrozenNorm())
+    model.train()
+    assert model.training and model[0].training and model[1].training
+    assert not model[1].bn.training
+    model.eval()
+    assert not model[1].training
+
+
 def test_requires_grad_zero_grad_apply():
     net = Net()
     net(corenn.randn(4)).sum().backward()

@@ -704,8 +704,11 @@ class Module:
         """
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for module in self.modules():
-            module.training = mode
+        self.training = mode
+        # Each child's own train(), as in PyTorch: a subclass that keeps a part frozen (a BatchNorm left in
+        # eval mode) overrides train() and must be asked, not bypassed.
+        for module in self.children():
+            module.train(mode)
         return self
 
     def eval(self) -> "Module":
