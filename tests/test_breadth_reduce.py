@@ -269,3 +269,48 @@ def test_gradient_errors():
     for lib in (corenn, torch):
         with pytest.raises(RuntimeError, match="edge_order"):
             lib.gradient(lib.zeros(2), edge_order=2)
+
+
+INTEGER_CALLS = {
+    "median": lambda lib, x, y: lib.median(y, 1)[0], "median-all": lambda lib, x, y: lib.median(y),
+    "mode": lambda lib, x, y: lib.mode(y, 1)[0], "kthvalue": lambda lib, x, y: lib.kthvalue(y, 2, 1)[0],
+    "cummax": lambda lib, x, y: lib.cummax(y, 1)[0], "cummin": lambda lib, x, y: lib.cummin(y, 0)[1],
+    "msort": lambda lib, x, y: lib.msort(y), "diff": lambda lib, x, y: lib.diff(y),
+    "diff-bool": lambda lib, x, y: lib.diff(y > 0), "kron": lambda lib, x, y: lib.kron(x, y),
+    "kron-bool": lambda lib, x, y: lib.kron(x > 0, y > 0), "cross": lambda lib, x, y: lib.cross(x, x.flip(0), dim=0),
+    "tensordot": lambda lib, x, y: lib.tensordot(x, x), "take": lambda lib, x, y: lib.take(y, lib.tensor([1, 5])),
+    "repeat_interleave": lambda lib, x, y: lib.repeat_interleave(y, 2, 0),
+    "block_diag": lambda lib, x, y: lib.block_diag(x, y), "diag_embed": lambda lib, x, y: lib.diag_embed(y),
+    "scatter_reduce-prod": lambda lib, x, y: y.scatter_reduce(0, lib.tensor([[0, 1, 0, 1, 0]]), y[:1], "prod"),
+    "scatter_reduce-mean": lambda lib, x, y: y.scatter_reduce(0, lib.tensor([[0, 1, 0, 1, 0]]), y[:1], "mean",
+                                                              include_self=False),
+    "cov": lambda lib, x, y: lib.cov(y), "corrcoef": lambda lib, x, y: lib.corrcoef(y),
+    "trapezoid": lambda lib, x, y: lib.trapezoid(y),
+    "cumulative_trapezoid": lambda lib, x, y: lib.cumulative_trapezoid(y),
+    "vander": lambda lib, x, y: lib.vander(y[0]), "logcumsumexp": lambda lib, x, y: lib.logcumsumexp(y, 1),
+    "cdist": lambda lib, x, y: lib.cdist(y, y), "unique_consecutive": lambda lib, x, y: lib.unique_consecutive(y),
+    "gradient": lambda lib, x, y: lib.gradient(y)[0], "nanmedian": lambda lib, x, y: lib.nanmedian(y),
+    "quantile": lambda lib, x, y: lib.quantile(y, 0.5), "renorm": lambda lib, x, y: lib.renorm(y, 2, 0, 1),
+    "det": lambda lib, x, y: lib.det(x), "matrix_power": lambda lib, x, y: lib.matrix_power(x, 2),
+    "addmv": lambda lib, x, y: lib.addmv(x[0], x, x[1]), "addr": lambda lib, x, y: lib.addr(x, x[0], x[1]),
+    "sum_to_size": lambda lib, x, y: y.sum_to_size(1, 5), "histc": lambda lib, x, y: lib.histc(y),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTEGER_CALLS))
+def test_integer_inputs_behave_as_torch(name):
+    """Integer inputs: the same result dtype and values as PyTorch, or the same exception type."""
+    x, y = RNG.integers(-5, 5, (3, 3)), RNG.integers(-5, 5, (4, 5))
+    outcomes = []
+    for lib in (corenn, torch):
+        try:
+            outcomes.append(INTEGER_CALLS[name](lib, lib.tensor(x), lib.tensor(y)))
+        except Exception as error:  # noqa: BLE001 - the type is what is compared
+            outcomes.append(error)
+    ours, theirs = outcomes
+    if isinstance(theirs, Exception):
+        assert isinstance(ours, type(theirs)), (ours, theirs)
+        return
+    assert not isinstance(ours, Exception), ours
+    assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+    np.testing.assert_allclose(ours.numpy().astype(float), theirs.numpy().astype(float), rtol=1e-6, atol=1e-6)

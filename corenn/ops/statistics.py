@@ -207,7 +207,9 @@ def logcumsumexp(input, dim):
     """``log(cumsum(exp(input), dim))`` without overflow (``torch.logcumsumexp``)."""
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
-    input = to_floating(input)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(named(f"\"logcumsumexp_out_cpu\" not implemented for "
+                                        f"'{_SHORT.get(input.dtype.name, input.dtype.name)}'"))
     axis = _normalize_dim(dim, input.ndim)
     if input.ndim == 0:
         return input.clone()
@@ -696,6 +698,9 @@ def renorm(input, p, dim, maxnorm):
         raise RuntimeError(named(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}"))
     if input.ndim <= 1:
         raise RuntimeError(named(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions"))
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(named(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                                 f"{_SHORT.get(input.dtype.name, input.dtype.name)}"))
     axis = _normalize_dim(dim, input.ndim)
     others = tuple(d for d in range(input.ndim) if d != axis)
     norms = norm(input, p, others, keepdim=True)
