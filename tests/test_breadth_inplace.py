@@ -3,6 +3,8 @@ tensor returned (self), the dtype kept, gradients through an in-place op on a no
 grad refused, and in-place views (t_, transpose_, squeeze_, ...)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -291,3 +293,42 @@ def test_bernoulli_and_multinomial_methods():
     assert sorted(distinct.tolist()) == [0, 1, 2]
     again = weights[0].multinomial(3, generator=corenn.Generator().manual_seed(1))
     assert again.tolist() == distinct.tolist()
+
+
+def _binomial():
+    """``corenn.binomial`` (``corenn.tensor.random.binomial`` until the package's import list names it)."""
+    from corenn.tensor import random
+    return getattr(corenn, "binomial", random.binomial)
+
+
+def test_binomial_has_binomial_moments(torch):
+    binomial = _binomial()
+    generator = corenn.Generator().manual_seed(9)
+    count = corenn.tensor([[10.0], [2.5], [-3.0]], dtype=corenn.float64).expand(3, 20000)
+    prob = corenn.tensor([0.3], dtype=corenn.float64)
+    draws = binomial(count, prob, generator=generator)
+    assert draws.dtype == corenn.float64 and draws.shape == (3, 20000)
+    values = draws.numpy()
+    assert abs(values[0].mean() - 3.0) < 0.05 and abs(values[0].var() - 2.1) < 0.1
+    assert set(np.unique(values[1])) <= {0.0, 1.0, 2.0}  # 2.5 trials count as 2, as PyTorch's draws do
+    assert not values[2].any()
+    edges = binomial(corenn.tensor([5.0, 5.0, 5.0, math.nan]), corenn.tensor([-0.5, 0.0, 1.5, 0.5]))
+    theirs = torch.binomial(torch.tensor([5.0, 5.0, 5.0]), torch.tensor([-0.5, 0.0, 1.5]))
+    assert edges.tolist()[:3] == theirs.tolist() == [0.0, 0.0, 5.0] and math.isnan(edges.tolist()[3])
+    again = binomial(count, prob, generator=corenn.Generator().manual_seed(9))
+    np.testing.assert_array_equal(again.numpy(), values)
+
+
+@pytest.mark.parametrize("counts,probs,error,message", [
+    ([5], [0.5], ValueError, "binomial only supports floating-point dtypes for count, got: Long"),
+    ([5.0], "float64", RuntimeError, "Found dtype Double but expected Float"),
+    ([5.0, 3.0], [0.5, 0.2, 0.1], RuntimeError, "The size of tensor a (2) must match the size of tensor b (3)"),
+    ([5.0], 0.5, TypeError, "binomial(): argument 'prob' (position 2) must be Tensor, not float"),
+])
+def test_binomial_errors_match_torch(counts, probs, error, message, torch):
+    import re
+    for lib, binomial in ((corenn, _binomial()), (torch, torch.binomial)):
+        prob = (lib.tensor([0.5], dtype=lib.float64) if probs == "float64" else
+                probs if isinstance(probs, float) else lib.tensor(probs))
+        with pytest.raises(error, match=re.escape(message)):
+            binomial(lib.tensor(counts), prob)

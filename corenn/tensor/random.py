@@ -15,7 +15,7 @@ from corenn._argcheck import check_dtype, check_int, check_number, named, not_te
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
            "set_rng_state", "rand", "randn", "randint", "randperm", "multinomial", "normal", "bernoulli",
-           "rand_like", "randn_like", "randint_like", "poisson"]
+           "rand_like", "randn_like", "randint_like", "poisson", "binomial"]
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default CPU seed, so initial_seed() reads the same
 
@@ -293,7 +293,8 @@ def log_normal_array(like, mean, std, generator):
     return np.exp(rng.standard_normal(like._data.shape) * std + mean).astype(like._data.dtype)
 
 
-_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+                     "float64": "Double", "float32": "Float", "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def exponential_array(like, lambd, generator):
@@ -438,6 +439,38 @@ def bernoulli(input, p=None, *, generator=None):
         raise RuntimeError(named(f"bernoulli_ expects p to be in [0, 1], but got p={p}"))
     probabilities = input if p is None else p
     return Tensor._wrap(bernoulli_array(input, probabilities, generator), input._device)
+
+
+def binomial(count, prob, generator=None):
+    """Binomial samples: successes in ``count`` trials (truncated to integers) of probability ``prob``, in count's
+    dtype (``torch.binomial``). As PyTorch's draws show, a count below 0 acts as 0 and a probability outside
+    [0, 1] as the nearer end; a NaN count or probability gives NaN (PyTorch never returns there).
+
+    >>> corenn.binomial(corenn.tensor([10.0]), corenn.tensor([0.0]))
+    tensor([0.])
+    """
+    from corenn.tensor.tensor import Tensor
+    if not isinstance(count, Tensor):
+        raise not_tensors(count=count)
+    if not isinstance(prob, Tensor):
+        raise TypeError(f"binomial(): argument 'prob' (position 2) must be Tensor, not {type_name(prob)}")
+    name = count._data.dtype.name
+    if count._data.dtype.kind not in "fV":
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: {_TORCH_TYPE_NAMES.get(name)}")
+    if name not in ("float32", "float64"):
+        raise NotImplementedError(f"\"binomial_cpu\" not implemented for '{_TORCH_TYPE_NAMES.get(name, name)}'")
+    if prob._data.dtype != count._data.dtype:
+        raise RuntimeError(f"Found dtype {_TORCH_TYPE_NAMES.get(prob._data.dtype.name)} but expected "
+                           f"{_TORCH_TYPE_NAMES.get(name)}")
+    from corenn.ops._kernel import broadcast_shapes
+    shape = broadcast_shapes(tuple(count.shape), tuple(prob.shape))
+    trials, probability = np.broadcast_to(count._host(), shape), np.broadcast_to(prob._host(), shape)
+    unknown = np.isnan(trials) | np.isnan(probability)
+    rng = _generator(count._device, generator)
+    draws = rng.binomial(np.where(unknown, 0, np.maximum(np.trunc(trials), 0)).astype(np.int64),
+                         np.where(unknown, 0.5, np.clip(probability, 0, 1)))
+    result = np.where(unknown, np.nan, draws).astype(count._data.dtype)
+    return Tensor._wrap(_to_device(result, count._device), count._device)
 
 
 def poisson(input, generator=None):
