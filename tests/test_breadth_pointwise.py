@@ -345,3 +345,11 @@ def test_nan_to_num_values_and_gradient_match_torch(kwargs, torch):
         theirs = torch.nan_to_num(torch.tensor(x, dtype=getattr(torch, dtype)), **kwargs)
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     assert corenn.nan_to_num(corenn.tensor([1, 2])).tolist() == [1, 2]
+
+
+def test_logaddexp_gradient_far_apart_matches_torch(torch):
+    a = np.array([-1000.0, 1000.0, 0.0, 700.0, -3.0])
+    b = np.array([1000.0, -1000.0, 0.0, -700.0, 2.0])
+    for name in ["logaddexp", "logaddexp2"]:
+        with np.errstate(over="raise"):  # the gradient needs no exp of a large difference
+            compare_with_torch(getattr(corenn, name), getattr(torch, name), [a, b], torch, rtol=1e-14, atol=1e-300)

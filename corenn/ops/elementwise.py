@@ -1418,10 +1418,11 @@ _BINARY_MATH = [  # name, PyTorch's node, forward, derivatives
     ("atan2", "Atan2Backward0", lambda xp, a, b: xp.arctan2(a, b), _atan2_derivatives),
     ("hypot", "HypotBackward0", lambda xp, a, b: xp.hypot(a, b), lambda xp, a, b, out: (a / out, b / out)),
     ("copysign", "CopysignBackward0", lambda xp, a, b: xp.copysign(a, b), _copysign_derivatives),
+    # d/da log(e^a + e^b) = e^(a - out): never overflows, as out >= a
     ("logaddexp", "LogaddexpBackward0", lambda xp, a, b: xp.logaddexp(a, b),
-     lambda xp, a, b, out: (1 / (1 + xp.exp(b - a)), 1 / (1 + xp.exp(a - b)))),
+     lambda xp, a, b, out: (xp.exp(a - out), xp.exp(b - out))),
     ("logaddexp2", "Logaddexp2Backward0", lambda xp, a, b: xp.logaddexp2(a, b),
-     lambda xp, a, b, out: (1 / (1 + xp.exp2(b - a)), 1 / (1 + xp.exp2(a - b)))),
+     lambda xp, a, b, out: (xp.exp2(a - out), xp.exp2(b - out))),
     ("fmax", "FmaxBackward0", lambda xp, a, b: xp.fmax(a, b), _fmax_derivatives),
     ("fmin", "FminBackward0", lambda xp, a, b: xp.fmin(a, b), _fmin_derivatives),
     ("ldexp", "LdexpBackward0", lambda xp, a, b: a * xp.exp2(b),
