@@ -66,3 +66,47 @@ def test_adafactor_errors():
         corenn.optim.Adafactor(p, d=0.5)
     with pytest.raises(ValueError, match="weight_decay should be >= 0 but is: -0.1"):
         corenn.optim.Adafactor(p, weight_decay=-0.1)
+
+
+MUON = [dict(lr=0.02), dict(lr=0.05, nesterov=False, weight_decay=0.0, adjust_lr_fn="match_rms_adamw"),
+        dict(momentum=0.5, ns_steps=3, ns_coefficients=(2.0, -1.5, 0.5), eps=1e-3)]
+
+
+@pytest.mark.parametrize("options", MUON)
+@pytest.mark.parametrize("shape", [(6, 4), (3, 5), (8, 8)])
+def test_muon_matches_torch(options, shape):
+    start = RNG.standard_normal(shape).astype(np.float32)
+    grads = [RNG.standard_normal(shape).astype(np.float32) for _ in range(3)]
+    ours, theirs = corenn.nn.Parameter(corenn.tensor(start)), torch.nn.Parameter(torch.tensor(start))
+    ours_opt, theirs_opt = corenn.optim.Muon([ours], **options), torch.optim.Muon([theirs], **options)
+    for g in grads:
+        ours.grad, theirs.grad = corenn.tensor(g), torch.tensor(g)
+        ours_opt.step(), theirs_opt.step()
+    # the Newton-Schulz steps run in bfloat16 as PyTorch's: only float32 summation order may differ
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours_opt.state[ours]["momentum_buffer"].numpy(),
+                               theirs_opt.state[theirs]["momentum_buffer"].numpy(), rtol=1e-6, atol=1e-7)
+    assert ours_opt.defaults == theirs_opt.defaults
+
+
+def test_muon_orthogonalization_is_pytorchs_bfloat16_iteration():
+    from corenn.optim.muon import _zeropower_via_newtonschulz
+    from torch.optim._muon import _zeropower_via_newtonschulz as reference
+    for shape in [(6, 4), (3, 5), (32, 20)]:
+        g = RNG.standard_normal(shape).astype(np.float32)
+        ours = _zeropower_via_newtonschulz(np, g, (3.4445, -4.775, 2.0315), 5, 1e-7)
+        theirs = reference(torch.tensor(g), (3.4445, -4.775, 2.0315), 5, 1e-7).float().numpy()
+        assert (ours != theirs).mean() < 0.02  # bfloat16 values: a different float32 sum may round one way
+        np.testing.assert_allclose(ours, theirs, atol=2e-2)
+
+
+def test_muon_errors():
+    with pytest.raises(ValueError, match="Muon only supports 2D parameters whereas we found a parameter with size"):
+        corenn.optim.Muon([corenn.nn.Parameter(corenn.zeros(3))])
+    p = [corenn.nn.Parameter(corenn.zeros(2, 2))]
+    with pytest.raises(ValueError, match="Adjust learning rate function bad is not supported"):
+        corenn.optim.Muon(p, adjust_lr_fn="bad")
+    with pytest.raises(ValueError, match="momentum should be >= 0 but is: -1"):
+        corenn.optim.Muon(p, momentum=-1)
+    with pytest.raises(ValueError, match="weight decay should be >= 0 but is: -1"):
+        corenn.optim.Muon(p, weight_decay=-1)

@@ -16,6 +16,7 @@ from corenn.optim.adam import Adam, AdamW
 from corenn.optim.adamax import Adamax
 from corenn.optim.asgd import ASGD
 from corenn.optim.lbfgs import LBFGS
+from corenn.optim.muon import Muon
 from corenn.optim.nadam import NAdam
 from corenn.optim.radam import RAdam
 from corenn.optim.rprop import Rprop
@@ -24,4 +25,4 @@ from corenn.optim.rmsprop import RMSprop
 from corenn.optim.sgd import SGD
 
 __all__ = ["Optimizer", "OptimizerLoadResult", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "Adafactor", "lr_scheduler"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "Adafactor", "Muon", "lr_scheduler"]
