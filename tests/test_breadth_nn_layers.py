@@ -342,3 +342,37 @@ def test_nll_loss_2d_is_nll_loss():
     target = RNG.integers(0, 3, (2, 4, 2))
     compare_with_torch(lambda x: ours(x, corenn.tensor(target)), lambda x: theirs(x, torch.tensor(target)),
                        [RNG.standard_normal((2, 3, 4, 2))], torch)
+
+
+@pytest.mark.parametrize("layer,bn,transpose,shape", [
+    (lambda lib: lib.nn.Conv2d(3, 4, 3, bias=False), lambda lib: lib.nn.BatchNorm2d(4), False, (2, 3, 5, 5)),
+    (lambda lib: lib.nn.Conv1d(3, 4, 2), lambda lib: lib.nn.BatchNorm1d(4, affine=False), False, (2, 3, 6)),
+    (lambda lib: lib.nn.ConvTranspose2d(3, 4, 2), lambda lib: lib.nn.BatchNorm2d(4), True, (1, 3, 3, 3)),
+    (lambda lib: lib.nn.Linear(3, 4), lambda lib: lib.nn.BatchNorm1d(4), None, (5, 3))])
+def test_fuse_bn_eval_matches_torch(layer, bn, transpose, shape):
+    ours_layer, theirs_layer = layer(corenn).double().eval(), layer(torch).double().eval()
+    ours_bn, theirs_bn = bn(corenn).double().eval(), bn(torch).double().eval()
+    with torch.no_grad():
+        for module in (theirs_bn,):
+            module.running_mean.uniform_(-1, 1)
+            module.running_var.uniform_(0.5, 2)
+            if module.weight is not None:
+                module.weight.uniform_(0.5, 2)
+                module.bias.uniform_(-1, 1)
+    ours_layer.load_state_dict({k: corenn.tensor(v.numpy()) for k, v in theirs_layer.state_dict().items()})
+    ours_bn.load_state_dict({k: corenn.tensor(v.numpy()) for k, v in theirs_bn.state_dict().items()})
+    if transpose is None:
+        ours = nn.utils.fuse_linear_bn_eval(ours_layer, ours_bn)
+        theirs = torch.nn.utils.fuse_linear_bn_eval(theirs_layer, theirs_bn)
+    else:
+        ours = nn.utils.fuse_conv_bn_eval(ours_layer, ours_bn, transpose)
+        theirs = torch.nn.utils.fuse_conv_bn_eval(theirs_layer, theirs_bn, transpose)
+    assert ours is not ours_layer and type(ours) is type(ours_layer)
+    for key, value in theirs.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[key].numpy(), value.numpy(), rtol=1e-12, atol=1e-14)
+    x = RNG.standard_normal(shape)
+    np.testing.assert_allclose(ours(corenn.tensor(x)).detach().numpy(), ours_bn(ours_layer(corenn.tensor(x))).detach()
+                               .numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(AssertionError, match="Fusion only for eval!"):
+        (nn.utils.fuse_linear_bn_eval if transpose is None else nn.utils.fuse_conv_bn_eval)(ours_layer.train(),
+                                                                                           ours_bn)
