@@ -310,3 +310,45 @@ def test_deprecated_resize_reshapes_as_torch():
         match_torch(lambda t: run(corenn, t), lambda t: run(torch, t), [_normal(2, 3)], torch)
     with pytest.raises(RuntimeError):
         corenn.ones(2, 3).resize(4)
+
+
+def _device_calls(lib_tensor, device):
+    """The breadth ops on tensors made by ``lib_tensor(array)``, each as a zero-argument call."""
+    a = np.random.default_rng(5).standard_normal((4, 3))
+    square = a[:3] + 3 * np.eye(3)
+    return {
+        "det": lambda: corenn.det(lib_tensor(square)),
+        "inverse": lambda: corenn.inverse(lib_tensor(square)),
+        "svd": lambda: corenn.svd(lib_tensor(a)).S,
+        "cholesky": lambda: corenn.cholesky(lib_tensor(square @ square.T)),
+        "lu": lambda: corenn.lu(lib_tensor(square))[0],
+        "matrix_exp": lambda: corenn.matrix_exp(lib_tensor(square)),
+        "pdist": lambda: corenn.pdist(lib_tensor(a)),
+        "geqrf": lambda: corenn.geqrf(lib_tensor(a)).tau,
+        "orgqr": lambda: corenn.orgqr(*corenn.geqrf(lib_tensor(a))),
+        "median": lambda: corenn.median(lib_tensor(a), 1).values,
+        "quantile": lambda: corenn.quantile(lib_tensor(a), lib_tensor(np.array([0.1, 0.5])), 0),
+        "bincount": lambda: corenn.bincount(lib_tensor(np.array([1, 2, 2]))),
+        "corrcoef": lambda: corenn.corrcoef(lib_tensor(a.T)),
+        "repeat_interleave": lambda: corenn.repeat_interleave(lib_tensor(a), lib_tensor(np.array([1, 0, 2, 1])), 0),
+        "diag_embed": lambda: corenn.diag_embed(lib_tensor(a)),
+        "diagonal": lambda: corenn.diagonal(lib_tensor(a), 1),
+        "take": lambda: corenn.take(lib_tensor(a), lib_tensor(np.array([0, -1]))),
+        "put": lambda: corenn.put(lib_tensor(a), lib_tensor(np.array([0, -1])), lib_tensor(np.array([5.0, 6.0]))),
+        "scatter_reduce": lambda: corenn.scatter_reduce(lib_tensor(a), 0, lib_tensor(np.array([[0, 1, 3]])),
+                                                        lib_tensor(a[:1]), "amax"),
+        "unfold": lambda: lib_tensor(a).unfold(0, 2, 1),
+        "as_strided": lambda: corenn.as_strided(lib_tensor(a), (2, 2), (1, 2)),
+        "hann_window": lambda: corenn.hann_window(5, device=device),
+    }
+
+
+def test_breadth_ops_run_on_a_device_without_host_copies(strict_device):
+    """On the strict device (which refuses silent copies to the host) the ops give the cpu's values."""
+    on_device = _device_calls(lambda array: corenn.tensor(array, device="strict"), "strict")
+    on_cpu = _device_calls(corenn.tensor, "cpu")
+    for name, call in on_device.items():
+        result = call()
+        assert result.device.type == "strict", name
+        np.testing.assert_allclose(result.cpu().numpy(), on_cpu[name]().numpy(), rtol=1e-12, atol=1e-12,
+                                   err_msg=name)

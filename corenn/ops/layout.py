@@ -188,7 +188,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         if input.ndim > 1 or input.dtype.is_floating_point:
             raise RuntimeError(named("repeat_interleave only accept 1D vector as repeat"))
         counts = input._data.reshape(-1)
-        if counts.size and counts.min() < 0:
+        if counts.size and counts.min().item() < 0:
             raise RuntimeError(named("repeats can not be negative"))
         return _int_tensor(xp.repeat(xp.arange(counts.shape[0]), counts), input._device)
     if dim is None:
@@ -209,7 +209,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
                                      f"{counts.shape[0]} and input.size({axis}) = {size}"))
     else:
         counts = xp.full(size, check_int(repeats, "repeats"))
-    if counts.size and counts.min() < 0:
+    if counts.size and counts.min().item() < 0:
         raise RuntimeError(named("repeats can not be negative"))
     if output_size is not None and int(counts.sum()) != output_size:
         raise RuntimeError(named("allocated size does not match required size"))
@@ -411,7 +411,6 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     """A copy of ``input`` with ``src`` written on ``input.diagonal(offset, dim1, dim2)``."""
-    from corenn.tensor.tensor import tensor as tensor_
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     offset = check_int(offset, "offset")
@@ -423,8 +422,8 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     rows = xp.arange(builtins.max(0, -offset), builtins.max(0, builtins.min(n1, n2 - offset)))
     moved = movedim(input, (first, second), (-2, -1))
     shape = moved.shape[:-2] + (rows.shape[0],)
-    written = _scatter_into(moved, src, (Ellipsis, tensor_(rows, device=input.device),
-                                          tensor_(rows + offset, device=input.device)), "diagonal_scatter", shape)
+    written = _scatter_into(moved, src, (Ellipsis, _int_tensor(rows, input._device),
+                                          _int_tensor(rows + offset, input._device)), "diagonal_scatter", shape)
     return movedim(written, (-2, -1), (first, second))
 
 
@@ -467,7 +466,7 @@ def _flat_positions(input, index, op):
         bad = low if low < -total else high if high >= total else None
         if bad is not None:
             raise IndexError(named(f"out of range: tried to access index {bad} on a tensor of {total} elements."))
-    return index + (index < 0).to(index.dtype) * total if index.numel() and index._data.min() < 0 else index
+    return index + (index < 0).to(index.dtype) * total if index.numel() and index._data.min().item() < 0 else index
 
 
 def take(input, index):
@@ -715,19 +714,30 @@ def _strided_positions(input, size, stride, storage_offset, op):
     if not input.is_contiguous():
         raise NotImplementedError(named(f"{op}(): corenn reads strides over the tensor's own elements in row-major "
                                         "order, which needs a contiguous input (call .contiguous() first)"))
-    own_offset = input.storage_offset()
-    offset = own_offset if storage_offset is None else check_int(storage_offset, "storage_offset")
+    if storage_offset is None:  # PyTorch's default, the tensor's own offset: position 0 is its first element
+        own_offset, start = 0, 0
+    else:
+        own_offset = _own_storage_offset(input, op)
+        start = check_int(storage_offset, "storage_offset") - own_offset
     xp = input._device._xp
-    positions = xp.full(size, offset - own_offset, dtype="int64")
+    positions = xp.full(size, start, dtype="int64")
     for axis, (n, s) in enumerate(zip(size, stride)):
         shape = [1] * len(size)
         shape[axis] = n
         positions = positions + (xp.arange(n) * s).reshape(shape)
-    if positions.size and (positions.min() < 0 or positions.max() >= input.numel()):
+    if positions.size and (positions.min().item() < 0 or positions.max().item() >= input.numel()):
         raise NotImplementedError(named(f"{op}(): the strides reach storage outside the tensor's own elements "
                                         f"[{own_offset}, {own_offset + input.numel()}); corenn has no separate storage "
                                         "to read there"))
     return positions
+
+
+def _own_storage_offset(input, op):
+    try:
+        return input.storage_offset()
+    except AttributeError:  # an array library without numpy's array interface
+        raise NotImplementedError(named(f"{op}(): storage_offset= on a {input.device.type} tensor: corenn can't tell "
+                                        "where its elements sit in their storage")) from None
 
 
 def as_strided(input, size, stride, storage_offset=None):

@@ -992,7 +992,6 @@ def pdist(input, p=2):
     """p-norm distances between every pair of rows ``i < j`` of an (N, M) input, in row-major order."""
     from corenn.ops.movement import index_select
     from corenn.ops.reduce import norm
-    from corenn.tensor.tensor import tensor as tensor_
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if input.ndim != 2:
@@ -1004,8 +1003,8 @@ def pdist(input, p=2):
         raise RuntimeError(named("pdist only supports non-negative p values"))
     xp = input._device._xp
     first, second = xp.triu_indices(input.shape[0], 1)
-    rows_i = tensor_(first.astype("int64"), device=input.device)
-    rows_j = tensor_(second.astype("int64"), device=input.device)
+    rows_i = Tensor._wrap(first.astype("int64"), input._device)
+    rows_j = Tensor._wrap(second.astype("int64"), input._device)
     return norm(index_select(input, 0, rows_i) - index_select(input, 0, rows_j), p, -1)
 
 
@@ -1117,7 +1116,7 @@ def geqrf(input):
     xp = input._device._xp
     data = input._data
     flat = data.reshape((-1,) + data.shape[-2:])
-    pairs = [xp.linalg.qr(matrix, mode="raw") for matrix in flat]
+    pairs = [xp.linalg.qr(flat[i], mode="raw") for i in range(flat.shape[0])]
     reflectors = xp.stack([h.T for h, _ in pairs]) if pairs else flat.copy()
     taus = xp.stack([tau for _, tau in pairs]) if pairs else xp.zeros((0, min(data.shape[-2:])), data.dtype)
     return return_types.geqrf(Tensor._wrap(reflectors.reshape(data.shape).astype(data.dtype), input._device),

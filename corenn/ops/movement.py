@@ -1450,8 +1450,9 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     n1, n2 = input.shape[d1], input.shape[d2]
     rows = xp.arange(builtins.max(0, -offset), builtins.min(n1, n2 - offset))
     moved = movedim(input, (d1, d2), (-2, -1))
-    return getitem(moved, (Ellipsis, _tensor(rows, device=input._device), _tensor(rows + offset,
-                                                                                   device=input._device)))
+    # rows is an array of input's device: wrapped as it is (tensor() would read it on the host)
+    return getitem(moved, (Ellipsis, Tensor._wrap(rows.astype("int64"), input._device),
+                           Tensor._wrap((rows + offset).astype("int64"), input._device)))
 
 
 def diag(input, diagonal_=0):

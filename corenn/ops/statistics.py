@@ -245,7 +245,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation):
             raise RuntimeError(named(f"{op}() q tensor must be same dtype as the input tensor"))
         q_values = q._data.reshape(-1).astype("float64")
         scalar_q = q.ndim == 0
-    if ((q_values < 0) | (q_values > 1)).any():
+    if ((q_values < 0) | (q_values > 1)).any().item():
         raise RuntimeError(named(f"{op}() q values must be in the range [0, 1]"))
     if dim is None:
         source, axis = reshape(input, -1), 0
@@ -426,7 +426,7 @@ def bincount(input, weights=None, minlength=0):
     if minlength < 0:
         raise RuntimeError(named("minlength should be >= 0"))
     if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is _dtype.bool_ or \
-            (input.numel() and input._data.min() < 0):
+            (input.numel() and input._data.min().item() < 0):
         raise RuntimeError(named("bincount only supports 1-d non-negative integral inputs."))
     xp = input._device._xp
     if weights is None:
@@ -645,7 +645,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         if name == "aweights" and not given.dtype.is_floating_point:
             raise RuntimeError(named("cov(): expected aweights to have floating point dtype but got aweights with "
                                      f"{given.dtype} dtype"))
-        if given.numel() and given._data.min() < 0:
+        if given.numel() and given._data.min().item() < 0:
             raise RuntimeError(named(f"cov(): {name} cannot be negative"))
         given = reshape(given, -1).to(x.dtype)
         weights = given if weights is None else weights * given
