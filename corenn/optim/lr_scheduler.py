@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import math
+import numbers
 import types
 import warnings
 from bisect import bisect_right
@@ -238,7 +239,8 @@ class StepLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
-        if not isinstance(step_size, int) or isinstance(step_size, bool) or step_size <= 0:
+        # PyTorch takes any number here, and programs pass floats (the torchtext tutorial's StepLR(opt, 1.0)).
+        if not isinstance(step_size, numbers.Real) or isinstance(step_size, bool) or step_size <= 0:
             raise ValueError(f"step_size must be a positive integer, got {step_size!r}")
         self.step_size = step_size
         self.gamma = gamma

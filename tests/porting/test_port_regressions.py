@@ -57,3 +57,23 @@ def test_dropout2d_takes_other_ranks_with_pytorchs_warning(torch):
     assert 0 < (matrix == 0).sum(axis=1).min() and (matrix == 0).sum(axis=1).max() < 64  # one draw per entry
     per_channel = five.reshape(16, 16, -1)
     assert np.all(per_channel.min(axis=2) == per_channel.max(axis=2))  # one draw per (sample, channel)
+
+
+def test_step_lr_takes_a_float_step_size(torch):
+    # the torchtext classification tutorial: torch.optim.lr_scheduler.StepLR(optimizer, 1.0, gamma=0.1)
+    import pytest
+
+    import corenn
+    for step_size in (1.0, 2.5):
+        lrs = {}
+        for lib in (corenn, torch):
+            optimizer = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=5)
+            scheduler = lib.optim.lr_scheduler.StepLR(optimizer, step_size, gamma=0.1)
+            for _ in range(6):
+                optimizer.step()
+                scheduler.step()
+                lrs.setdefault(lib.__name__, []).append(scheduler.get_last_lr()[0])
+        assert lrs["corenn"] == pytest.approx(lrs["torch"])
+    for bad in (0, -1, True, "1"):
+        with pytest.raises(ValueError, match="step_size must be a positive"):
+            corenn.optim.lr_scheduler.StepLR(corenn.optim.SGD([corenn.nn.Parameter(corenn.zeros(2))], lr=1), bad)
