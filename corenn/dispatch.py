@@ -158,6 +158,9 @@ XP_NAMES = (
     "sign", "signbit", "sin", "sqrt", "subtract", "tan", "tanh", "trunc",
     # running and scattered reductions (logcumsumexp, scatter_reduce), the Bessel function of windows
     "logaddexp.accumulate", "maximum.at", "minimum.at", "i0",
+    # more pointwise math (inverse trigonometric and hyperbolic, atan2, hypot, copysign, fmax, frexp, ...)
+    "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "sinh", "cosh", "copysign", "fmax",
+    "fmin", "frexp", "hypot", "logaddexp2", "nextafter",
 )
 
 #: What ``Backend.random_generator(seed)`` must return: an object with these methods, each

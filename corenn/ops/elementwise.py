@@ -1602,7 +1602,7 @@ class Frexp(Op):
     @staticmethod
     def backward(ctx, grad):
         (exponent,) = ctx.saved
-        return ctx.xp.ldexp(grad[0], -exponent)  # mantissa = input * 2^-exponent
+        return grad[0] * ctx.xp.exp2(-exponent).astype(grad[0].dtype, copy=False)  # mantissa = input * 2^-exponent
 
 
 def frexp(input):

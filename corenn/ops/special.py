@@ -310,7 +310,8 @@ def _regularized_gamma(xp, a, x, upper: bool):
     a = x = 0 and for a = x = inf; P = 1 for a = 0 < x and for x = inf; P = 0 for x = 0 and for a = inf
     (even where the other is NaN, as PyTorch checks them)."""
     with xp.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        a, x = xp.broadcast_arrays(a, x)
+        shape = xp.broadcast_shapes(a.shape, x.shape)
+        a, x = xp.broadcast_to(a, shape), xp.broadcast_to(x, shape)
         ordinary = (a > 0) & (x > 0) & xp.isfinite(a) & xp.isfinite(x)
         a_ok, x_ok = xp.where(ordinary, a, 1.0), xp.where(ordinary, x, 1.0)
         prefactor = xp.exp(_log_gamma_prefactor(xp, a_ok, x_ok))

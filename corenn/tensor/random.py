@@ -7,6 +7,7 @@ streams are corenn's own and do not reproduce PyTorch's bit for bit.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
@@ -265,7 +266,7 @@ def cauchy_array(like, median, sigma, generator):
         raise RuntimeError(named(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}"))
     rng = _generator(like._device, generator)
     uniform = rng.random(like._data.shape)
-    return (median + sigma * np.tan(np.pi * (uniform - 0.5))).astype(like._data.dtype)
+    return (median + sigma * like._device._xp.tan(math.pi * (uniform - 0.5))).astype(like._data.dtype)
 
 
 # PyTorch's C++ type names in its "dtype must be a floating point" messages
@@ -279,7 +280,10 @@ def geometric_array(like, p, generator):
     if not 0 < p < 1:
         raise RuntimeError(named(f"geometric_ expects p to be in (0, 1), but got p={p}"))
     rng = _generator(like._device, generator)
-    return rng.geometric(p, size=like._data.shape).astype(like._data.dtype)
+    xp = like._device._xp
+    # the inverse of the CDF, PyTorch's formula: ceil(log(u) / log(1 - p)) for u uniform in (0, 1]
+    trials = xp.ceil(xp.log(1 - rng.random(like._data.shape)) / math.log1p(-p))
+    return xp.maximum(trials, 1).astype(like._data.dtype)
 
 
 def log_normal_array(like, mean, std, generator):
@@ -290,7 +294,7 @@ def log_normal_array(like, mean, std, generator):
     if not std > 0:
         raise RuntimeError(named(f"log_normal_ expects std > 0.0, but found std={std}"))
     rng = _generator(like._device, generator)
-    return np.exp(rng.standard_normal(like._data.shape) * std + mean).astype(like._data.dtype)
+    return like._device._xp.exp(rng.standard_normal(like._data.shape) * std + mean).astype(like._data.dtype)
 
 
 _TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
@@ -466,7 +470,9 @@ def binomial(count, prob, generator=None):
     shape = broadcast_shapes(tuple(count.shape), tuple(prob.shape))
     trials, probability = np.broadcast_to(count._host(), shape), np.broadcast_to(prob._host(), shape)
     unknown = np.isnan(trials) | np.isnan(probability)
-    rng = _generator(count._device, generator)
+    # drawn on the host, as multinomial is: a device's generator need not have binomial()
+    rng = _generator(dispatch.device("cpu"), generator if generator is None or generator.device.type == "cpu"
+                     else None)
     draws = rng.binomial(np.where(unknown, 0, np.maximum(np.trunc(trials), 0)).astype(np.int64),
                          np.where(unknown, 0.5, np.clip(probability, 0, 1)))
     result = np.where(unknown, np.nan, draws).astype(count._data.dtype)
