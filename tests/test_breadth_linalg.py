@@ -263,3 +263,50 @@ def test_geqrf_matches_torch():
 def test_addmv_function_in_place():
     x = corenn.tensor(_normal(3))
     assert corenn.addmv_(x, corenn.ones(3, 2, dtype=corenn.float64), corenn.ones(2, dtype=corenn.float64)) is x
+
+
+def _low_rank(rank, *shape):
+    return RNG.standard_normal(shape[:-1] + (rank,)) @ RNG.standard_normal(shape[:-2] + (rank, shape[-1]))
+
+
+@pytest.mark.parametrize("shape,q", [((8, 6), 4), ((5, 9), 3), ((2, 7, 5), 5)])
+def test_svd_lowrank_is_exact_for_low_rank_matrices_as_torch(shape, q):
+    a = _low_rank(q - 1 if q > 3 else q, *shape)
+    corenn.manual_seed(0)
+    u, s, v = corenn.svd_lowrank(corenn.tensor(a), q=q)
+    tu, ts, tv = torch.svd_lowrank(torch.tensor(a), q=q)
+    assert u.shape == tuple(tu.shape) and s.shape == tuple(ts.shape) and v.shape == tuple(tv.shape)
+    np.testing.assert_allclose(s.numpy(), ts.numpy(), atol=1e-9)
+    rebuilt = (u.numpy() * s.numpy()[..., None, :]) @ np.swapaxes(v.numpy(), -1, -2)
+    np.testing.assert_allclose(rebuilt, a, atol=1e-9)
+
+    # The singular values' gradient is u_i v_i^T whatever the random directions were.
+    def top(lib, t):
+        return lib.svd_lowrank(t, q=q)[1][..., :2].sum()
+    corenn.manual_seed(1)
+    match_torch(lambda t: top(corenn, t), lambda t: top(torch, t), [a], torch, rtol=1e-7, atol=1e-9)
+
+
+def test_pca_lowrank_matches_torch():
+    a = _low_rank(2, 10, 4) + 3.0  # the column means are removed before the rank-2 part is found
+    corenn.manual_seed(0)
+    u, s, v = corenn.pca_lowrank(corenn.tensor(a), q=3)
+    tu, ts, tv = torch.pca_lowrank(torch.tensor(a), q=3)
+    np.testing.assert_allclose(s.numpy(), ts.numpy(), atol=1e-9)
+    np.testing.assert_allclose(np.abs(v.numpy()[:, :2].T @ tv.numpy()[:, :2]), np.eye(2), atol=1e-9)
+    _, s_default, _ = corenn.pca_lowrank(corenn.tensor(a), center=False)
+    assert s_default.shape == (4,)
+    with pytest.raises(ValueError, match="q"):
+        corenn.pca_lowrank(corenn.tensor(a), q=7)
+    with pytest.raises(ValueError):
+        torch.pca_lowrank(torch.tensor(a), q=7)
+
+
+def test_svd_lowrank_gradient_by_gradcheck():
+    a = _low_rank(2, 5, 4)
+
+    def fn(t):
+        corenn.manual_seed(3)  # the same random directions at every evaluation
+        u, s, v = corenn.svd_lowrank(t, q=2, niter=1)
+        return (u * s.unsqueeze(-2)) @ v.transpose(-2, -1)
+    check_gradients(fn, [a])

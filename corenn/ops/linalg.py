@@ -1176,6 +1176,109 @@ def ormqr(input, tau, other, left=True, transpose=False):
     return matmul(q, other) if left else matmul(other, q)
 
 
+@kernel("qr", "LinalgQrBackward0")
+class Qr(Op):
+    """Reduced QR of tall matrices (m >= n), the basis step of ``svd_lowrank``; PyTorch's backward."""
+
+    num_outputs = 2
+
+    @staticmethod
+    def forward(ctx, a):
+        q, r = ctx.xp.linalg.qr(a)
+        ctx.save_for_backward(q, r)
+        return q, r
+
+    @staticmethod
+    def backward(ctx, grads):
+        # gA = [gQ + Q syminvadj(triu(gR R^T - Q^T gQ))] R^-T (PyTorch's linalg_qr_backward, m >= n)
+        q, r = ctx.saved
+        xp = ctx.xp
+        if q.shape[-2] < r.shape[-1]:
+            raise NotImplementedError(named("qr: the backward of a wide matrix's QR is not implemented in corenn"))
+        grad_q, grad_r = grads
+        inner_ = xp.zeros(r.shape, dtype=r.dtype)
+        if grad_r is not None:
+            inner_ = inner_ + xp.matmul(grad_r, _mT(xp, r))
+        if grad_q is not None:
+            inner_ = inner_ - xp.matmul(_mT(xp, q), grad_q)
+        upper = xp.triu(inner_)
+        symmetric = upper + _mT(xp, upper)
+        n = r.shape[-1]
+        symmetric[..., xp.arange(n), xp.arange(n)] *= 0.5
+        grad_a = xp.matmul(q, symmetric)
+        if grad_q is not None:
+            grad_a = grad_a + grad_q
+        return _mT(xp, xp.linalg.solve(r, _mT(xp, grad_a)))  # grad_a R^-T
+
+
+def _orthonormal_basis(x):
+    """Q of the reduced QR of a tall ``x``, differentiable."""
+    q, _ = run("qr", x)
+    return q
+
+
+def _approximate_basis(a, q, niter):
+    """An orthonormal basis of about ``a``'s range from ``q`` random directions (Halko et al. 2009, 4.4)."""
+    from corenn.tensor.random import randn
+    directions = randn(a.shape[-1], q, dtype=a.dtype, device=a.device)
+    basis = _orthonormal_basis(matmul(a, directions))
+    for _ in range(niter):  # power iterations sharpen the basis towards the largest singular values
+        basis = _orthonormal_basis(matmul(a.mT, basis))
+        basis = _orthonormal_basis(matmul(a, basis))
+    return basis
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """An approximate ``(U, S, V)`` of ``A - M`` of rank ``q`` by randomised subspace iteration (``torch.svd_lowrank``).
+
+    PyTorch's algorithm (Halko et al. 2009, algorithm 5.1): exact for matrices of rank at most
+    ``q``; the random directions come from corenn's generator, so other matrices get an
+    approximation of the same quality, not PyTorch's digits.
+    """
+    if not isinstance(A, Tensor):
+        raise not_tensors(A=A)
+    if A.ndim < 2:
+        raise RuntimeError(named("svd_lowrank: the input must have at least 2 dimensions"))
+    _floating(A, "svd_lowrank")
+    q = 6 if q is None else check_int(q, "q")
+    niter = 2 if niter is None else check_int(niter, "niter")
+    m, n = A.shape[-2], A.shape[-1]
+    if M is not None:
+        if not isinstance(M, Tensor):
+            raise not_tensors(M=M)
+        A = A - M.broadcast_to(A.shape)
+    if m < n:  # work on the tall one
+        A = A.mT
+    if q > A.shape[-2]:
+        raise NotImplementedError(named(f"svd_lowrank: q (={q}) above max(m, n) (={A.shape[-2]}) is not supported in "
+                                        "corenn, whose QR step takes tall matrices"))
+    basis = _approximate_basis(A, q, niter)
+    u, s, v = svd(matmul(basis.mT, A))
+    u = matmul(basis, u)
+    return (v, s, u) if m < n else (u, s, v)
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """The principal components of ``A``'s rows: ``svd_lowrank`` of ``A`` less its column means (``torch.pca_lowrank``).
+
+    ``q`` defaults to ``min(6, m, n)``.
+    """
+    if not isinstance(A, Tensor):
+        raise not_tensors(A=A)
+    if A.ndim < 2:
+        raise RuntimeError(named("pca_lowrank: the input must have at least 2 dimensions"))
+    m, n = A.shape[-2], A.shape[-1]
+    if q is None:
+        q = min(6, m, n)
+    elif not (check_int(q, "q") >= 0 and q <= min(m, n)):
+        raise ValueError(named(f"q(={q}) must be non-negative integer and not greater than min(m, n)={min(m, n)}"))
+    if not check_int(niter, "niter") >= 0:
+        raise ValueError(named(f"niter(={niter}) must be non-negative integer"))
+    if not center:
+        return svd_lowrank(A, q, niter=niter)
+    return svd_lowrank(A - A.mean(dim=-2, keepdim=True), q, niter=niter)
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)

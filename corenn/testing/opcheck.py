@@ -1162,6 +1162,9 @@ _LINALG_BREADTH = [
            [Float((3, 2)), Float((3, 3))], **_L),
     OpCase("lu", lambda lib, x: lib.lu(_well_conditioned(lib, x))[0], [Float((3, 3))], **_L),
     OpCase("matrix_exp", lambda lib, x: lib.matrix_exp(x), [Float((2, 3, 3))], **_L),
+    # the QR step of svd_lowrank (corenn has no public qr); numpy's Householder QR has LAPACK's signs
+    OpCase("qr", lambda lib, x: tuple(lib.ops.linalg.run("qr", x)), [Float((2, 4, 3))], torch=False,
+           ref=lambda a: tuple(np.linalg.qr(a)), **_L),
 ]
 
 _SCATTER_REDUCE = [
