@@ -222,3 +222,38 @@ def test_norm_except_dim_matches_torch(dim):
                        [normal(3, 4, 2)], torch)
     compare_with_torch(lambda v: corenn.norm_except_dim(v, 3, dim), lambda v: torch.norm_except_dim(v, 3, dim),
                        [normal(3, 4, 2)], torch)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+# with include_last_offset the last offset is the number of indices (PyTorch's result for other values
+# depends on the dtype)
+@pytest.mark.parametrize("offsets,last", [([0, 4], False), ([0, 0, 4, 8], True), ([0, 3, 3], False),
+                                          ([0, 3, 3, 8], True), ([0, 8], True)])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_embedding_bag_matches_torch_with_its_auxiliary_outputs(mode, offsets, last, padding_idx, dtype):
+    indices = np.array([1, 2, 4, 5, 4, 3, 2, 9])
+    weight = normal(10, 3).astype(dtype)
+    ours = corenn.embedding_bag(corenn.tensor(weight), corenn.tensor(indices), corenn.tensor(offsets), False, mode,
+                                False, None, last, padding_idx)
+    theirs = torch.embedding_bag(torch.tensor(weight), torch.tensor(indices), torch.tensor(offsets), False, mode,
+                                 False, None, last, padding_idx)
+    np.testing.assert_allclose(ours[0].numpy(), theirs[0].numpy(), rtol=1e-6)
+    for mine, expected in zip(ours[1:], theirs[1:]):
+        assert mine.dtype == corenn.int64
+        np.testing.assert_array_equal(mine.numpy(), expected.numpy())
+    if dtype == np.float32:
+        return
+    compare_with_torch(
+        lambda w: corenn.embedding_bag(w, corenn.tensor(indices), corenn.tensor(offsets), False, mode, False, None,
+                                       last, padding_idx)[0],
+        lambda w: torch.embedding_bag(w, torch.tensor(indices), torch.tensor(offsets), False, mode, False, None,
+                                      last, padding_idx)[0], [weight], torch)
+
+
+def test_embedding_bag_per_sample_weights_match_torch():
+    indices, offsets, psw = np.array([1, 2, 4, 5, 4]), np.array([0, 2]), RNG.uniform(0.5, 1.5, 5)
+    compare_with_torch(
+        lambda w, p: corenn.embedding_bag(w, corenn.tensor(indices), corenn.tensor(offsets), False, 0, False, p)[0],
+        lambda w, p: torch.embedding_bag(w, torch.tensor(indices), torch.tensor(offsets), False, 0, False, p)[0],
+        [normal(6, 3), psw], torch)

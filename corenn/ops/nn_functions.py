@@ -133,6 +133,63 @@ def embedding_renorm_(input, indices, max_norm, norm_type):
     return input
 
 
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
+    """``torch.embedding_bag``: ``(output, offset2bag, bag_size, max_indices)`` for 1-D ``indices`` split by
+    ``offsets``; ``mode`` 0 sum, 1 mean, 2 max. ``output`` is :func:`corenn.nn.functional.embedding_bag`'s.
+
+    The other three are what PyTorch's CPU kernel returns for its backward: ``offset2bag`` (each index's
+    bag; empty in sum mode without ``padding_idx`` below float64, PyTorch's fast path), ``bag_size`` (indices per bag, padding left out; zeros
+    of ``offsets``' length in sum mode) and ``max_indices`` (per bag and feature, the row that won in max
+    mode; ``bag_size`` again in mean mode; zeros in sum mode).
+
+        >>> out, offset2bag, bag_size, _ = corenn.embedding_bag(corenn.eye(3), corenn.tensor([0, 1, 2]),
+        ...                                                     corenn.tensor([0, 2]), mode=1)
+        >>> out.tolist(), offset2bag.tolist(), bag_size.tolist()
+        ([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], [0, 0, 1], [2, 1])
+    """
+    import numpy
+
+    import corenn
+    modes = {0: "sum", 1: "mean", 2: "max"}
+    if mode not in modes:
+        raise RuntimeError(f"embedding_bag(): mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
+    check_tensor(indices, "indices", "embedding_bag")
+    check_tensor(offsets, "offsets", "embedding_bag")
+    if indices.ndim != 1:
+        raise RuntimeError(f"embedding_bag(): expected 1-D indices, got {indices.ndim}-D (2-D bags are "
+                           f"nn.functional.embedding_bag's)")
+    output = _functional().embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq,
+                                         mode=modes[mode], sparse=sparse, per_sample_weights=per_sample_weights,
+                                         include_last_offset=include_last_offset, padding_idx=padding_idx)
+    device, long = indices.device, corenn.int64
+    values = indices.numpy().astype(numpy.int64)
+    starts = offsets.numpy().astype(numpy.int64)
+    if include_last_offset:
+        starts, ends = starts[:-1], starts[1:]
+    else:
+        ends = numpy.append(starts[1:], len(values)).astype(numpy.int64)
+    bags = len(starts)
+    bag_of = numpy.repeat(numpy.arange(bags, dtype=numpy.int64), ends - starts)
+    kept = numpy.ones(len(values), bool) if padding_idx is None else values != padding_idx % weight.shape[0]
+    zeros = corenn.zeros(len(offsets), dtype=long, device=device)
+    if mode == 0:
+        # PyTorch's fast sum path (float32, float16, bfloat16; no padding_idx) leaves offset2bag empty
+        fast = padding_idx is None and weight.dtype != corenn.float64
+        offset2bag = corenn.zeros(0, dtype=long, device=device) if fast else corenn.tensor(bag_of, device=device)
+        return output, offset2bag, zeros, zeros.clone()
+    bag_size = corenn.tensor(numpy.bincount(bag_of[kept], minlength=bags), dtype=long, device=device)
+    if mode == 1:
+        return output, corenn.tensor(bag_of, device=device), bag_size, bag_size.clone()
+    table = weight.detach().numpy()
+    max_indices = numpy.zeros((bags, weight.shape[1]), dtype=numpy.int64)
+    for bag in range(bags):
+        rows = values[starts[bag]:ends[bag]][kept[starts[bag]:ends[bag]]]
+        if rows.size:  # the first row holding the maximum wins, as PyTorch's loop
+            max_indices[bag] = rows[table[rows].argmax(axis=0)]
+    return output, corenn.tensor(bag_of, device=device), bag_size, corenn.tensor(max_indices, device=device)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Dropout (``train`` where nn.functional says ``training``)
 # ---------------------------------------------------------------------------------------------------------
