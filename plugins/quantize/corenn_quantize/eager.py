@@ -22,34 +22,36 @@ __all__ = ["fuse_modules", "fuse_modules_qat", "propagate_qconfig_", "prepare", 
 
 # -- fusion ---------------------------------------------------------------------------------------------------------
 
-def _fold_batch_norm(conv, bn):
-    """A Conv2d equal to ``bn(conv(x))`` in eval mode: the normalisation folded into weight and bias."""
-    fused = copy.deepcopy(conv)
-    var = bn.running_var.numpy().astype(np.float64)
-    gamma = bn.weight.detach().numpy() if bn.weight is not None else np.ones_like(var)
-    beta = bn.bias.detach().numpy() if bn.bias is not None else np.zeros_like(var)
-    factor = gamma / np.sqrt(var + bn.eps)
-    weight = conv.weight.detach().numpy().astype(np.float64) * factor.reshape(-1, 1, 1, 1)
-    bias = conv.bias.detach().numpy() if conv.bias is not None else np.zeros_like(var)
-    bias = (bias - bn.running_mean.numpy()) * factor + beta
-    fused.weight = nn.Parameter(corenn.from_numpy(weight.astype(np.float32)))
-    fused.bias = nn.Parameter(corenn.from_numpy(bias.astype(np.float32)))
-    return fused
-
-
-def _fuse(mods):
+def _fuse(mods, is_qat: bool):
     kinds = tuple(type(m) for m in mods)
     if kinds == (nn.Conv2d, nn.BatchNorm2d):
-        return _fold_batch_norm(*mods)
+        # For QAT the BatchNorm stays (its statistics keep training); otherwise it is folded in now.
+        return qm.ConvBn2d(*mods) if is_qat else qm.fold_batch_norm(*mods)
     if kinds == (nn.Conv2d, nn.BatchNorm2d, nn.ReLU):
-        return qm.ConvReLU2d(_fold_batch_norm(mods[0], mods[1]), mods[2])
+        return qm.ConvBnReLU2d(*mods) if is_qat else qm.ConvReLU2d(qm.fold_batch_norm(mods[0], mods[1]), mods[2])
     if kinds == (nn.Conv2d, nn.ReLU):
         return qm.ConvReLU2d(mods[0], mods[1])
     if kinds == (nn.Linear, nn.ReLU):
         return qm.LinearReLU(mods[0], mods[1])
     names = ", ".join(k.__name__ for k in kinds)
-    raise NotImplementedError(f"fuse_modules: cannot fuse ({names}); corenn-quantize fuses (Conv2d, BatchNorm2d), "
+    function = "fuse_modules_qat" if is_qat else "fuse_modules"
+    raise NotImplementedError(f"{function}: cannot fuse ({names}); corenn-quantize fuses (Conv2d, BatchNorm2d), "
                               "(Conv2d, BatchNorm2d, ReLU), (Conv2d, ReLU) and (Linear, ReLU)")
+
+
+def _fuse_groups(model, modules_to_fuse, inplace: bool, is_qat: bool):
+    if not inplace:
+        model = copy.deepcopy(model)
+    groups = [modules_to_fuse] if modules_to_fuse and isinstance(modules_to_fuse[0], str) else modules_to_fuse
+    for group in groups:
+        mods = [model.get_submodule(name) for name in group]
+        if not is_qat and any(isinstance(m, nn.BatchNorm2d) for m in mods) and model.training:
+            raise AssertionError("fuse_modules: fusing BatchNorm needs eval mode; call model.eval() first "
+                                 "(for quantization-aware training, fuse_modules_qat keeps the BatchNorm)")
+        model.set_submodule(group[0], _fuse(mods, is_qat))
+        for name in group[1:]:
+            model.set_submodule(name, nn.Identity())
+    return model
 
 
 def fuse_modules(model, modules_to_fuse, inplace: bool = False, fuser_func=None, fuse_custom_config_dict=None):
@@ -59,21 +61,19 @@ def fuse_modules(model, modules_to_fuse, inplace: bool = False, fuser_func=None,
     The first module becomes the fused one, the others ``nn.Identity``. BatchNorm is folded
     into the convolution, so the model must be in eval mode.
     """
-    if not inplace:
-        model = copy.deepcopy(model)
-    groups = [modules_to_fuse] if modules_to_fuse and isinstance(modules_to_fuse[0], str) else modules_to_fuse
-    for group in groups:
-        mods = [model.get_submodule(name) for name in group]
-        if any(isinstance(m, nn.BatchNorm2d) for m in mods) and model.training:
-            raise AssertionError("fuse_modules: fusing BatchNorm needs eval mode; call model.eval() first "
-                                 "(for training, quantization-aware fusion of BatchNorm is not provided)")
-        model.set_submodule(group[0], _fuse(mods))
-        for name in group[1:]:
-            model.set_submodule(name, nn.Identity())
-    return model
+    refuse_unsupported("fuse_modules", fuser_func=fuser_func, fuse_custom_config_dict=fuse_custom_config_dict)
+    return _fuse_groups(model, modules_to_fuse, inplace, is_qat=False)
 
 
-fuse_modules_qat = fuse_modules
+def fuse_modules_qat(model, modules_to_fuse, inplace: bool = False, fuser_func=None, fuse_custom_config_dict=None):
+    """``fuse_modules`` for quantization-aware training (``torch.ao.quantization.fuse_modules_qat``).
+
+    Conv2d + BatchNorm2d (+ ReLU) become ``intrinsic.ConvBn2d`` / ``ConvBnReLU2d``, which
+    ``prepare_qat`` turns into QAT modules that train the BatchNorm with the weight's fake
+    quantization folded in; ``convert`` folds the BatchNorm's running statistics at the end.
+    """
+    refuse_unsupported("fuse_modules_qat", fuser_func=fuser_func, fuse_custom_config_dict=fuse_custom_config_dict)
+    return _fuse_groups(model, modules_to_fuse, inplace, is_qat=True)
 
 
 # -- mappings -------------------------------------------------------------------------------------------------------
@@ -85,13 +85,14 @@ def get_default_static_quant_module_mappings() -> dict:
             nn.ReLU: qm.ReLU, nn.MaxPool2d: qm.MaxPool2d, nn.Flatten: qm.Flatten,
             qm.FloatFunctional: qm.QFunctional, qm.QATLinear: qm.Linear,
             qm.QATLinearReLU: qm.QuantizedLinearReLU, qm.QATConv2d: qm.Conv2d,
-            qm.QATConvReLU2d: qm.QuantizedConvReLU2d}
+            qm.QATConvReLU2d: qm.QuantizedConvReLU2d, qm.QATConvBn2d: qm.Conv2d,
+            qm.QATConvBnReLU2d: qm.QuantizedConvReLU2d}
 
 
 def get_default_qat_module_mappings() -> dict:
     """float module class -> QAT module class, for ``prepare_qat``."""
     return {nn.Linear: qm.QATLinear, qm.LinearReLU: qm.QATLinearReLU, nn.Conv2d: qm.QATConv2d,
-            qm.ConvReLU2d: qm.QATConvReLU2d}
+            qm.ConvReLU2d: qm.QATConvReLU2d, qm.ConvBn2d: qm.QATConvBn2d, qm.ConvBnReLU2d: qm.QATConvBnReLU2d}
 
 
 def get_default_dynamic_quant_module_mappings() -> dict:

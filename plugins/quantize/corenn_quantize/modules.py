@@ -197,7 +197,36 @@ class ConvReLU2d(nn.Sequential):
         super().__init__(conv, relu)
 
 
-intrinsic = types.SimpleNamespace(LinearReLU=LinearReLU, ConvReLU2d=ConvReLU2d)
+class ConvBn2d(nn.Sequential):
+    """``Conv2d`` + ``BatchNorm2d`` kept apart for quantization-aware training (``fuse_modules_qat``)."""
+
+    def __init__(self, conv, bn):
+        super().__init__(conv, bn)
+
+
+class ConvBnReLU2d(nn.Sequential):
+    """``Conv2d`` + ``BatchNorm2d`` + ``ReLU`` kept apart for quantization-aware training (``fuse_modules_qat``)."""
+
+    def __init__(self, conv, bn, relu):
+        super().__init__(conv, bn, relu)
+
+
+def fold_batch_norm(conv, bn):
+    """A Conv2d equal to ``bn(conv(x))`` in eval mode: the normalisation folded into weight and bias."""
+    fused = copy.deepcopy(conv)
+    var = bn.running_var.numpy().astype(np.float64)
+    gamma = bn.weight.detach().numpy() if bn.weight is not None else np.ones_like(var)
+    beta = bn.bias.detach().numpy() if bn.bias is not None else np.zeros_like(var)
+    factor = gamma / np.sqrt(var + bn.eps)
+    weight = conv.weight.detach().numpy().astype(np.float64) * factor.reshape(-1, 1, 1, 1)
+    bias = conv.bias.detach().numpy() if conv.bias is not None else np.zeros_like(var)
+    bias = (bias - bn.running_mean.numpy()) * factor + beta
+    fused.weight = nn.Parameter(corenn.from_numpy(weight.astype(np.float32)))
+    fused.bias = nn.Parameter(corenn.from_numpy(bias.astype(np.float32)))
+    return fused
+
+
+
 
 
 # -- quantization-aware training modules (torch.ao.nn.qat) ----------------------------------------------------------
@@ -262,8 +291,89 @@ class QATConvReLU2d(QATConv2d):
     relu = True
 
 
+class QATConvBn2d(QATConv2d):
+    """Conv2d with BatchNorm2d trained through fake-quantized folded weights (``torch.ao.nn.intrinsic.qat.ConvBn2d``).
+
+    The forward is PyTorch's single-pass approximation: the weight, scaled by
+    ``bn.weight / sqrt(running_var + eps)`` as folding will scale it, is fake-quantized and
+    convolved; the scaling is divided out again and the conv bias added, and the BatchNorm
+    then normalises with batch statistics (training) or running ones (frozen, eval), so the
+    network trains against the weights it will be quantized with.
+    """
+
+    def forward(self, x):
+        bn = self.bn
+        scale_factor = bn.weight / corenn.sqrt(bn.running_var + bn.eps)
+        scaled_weight = self.weight_fake_quant(self.weight * scale_factor.reshape(-1, 1, 1, 1))
+        zero_bias = corenn.zeros(self.out_channels, dtype=x.dtype)
+        out = nn.functional.conv2d(x, scaled_weight, zero_bias, self.stride, self.padding, self.dilation,
+                                   self.groups)
+        out = out / scale_factor.reshape(1, -1, 1, 1)
+        if self.bias is not None:
+            out = out + self.bias.reshape(1, -1, 1, 1)
+        out = bn(out)
+        return corenn.relu(out) if self.relu else out
+
+    def freeze_bn_stats(self):
+        """Stop updating the BatchNorm's running statistics; it normalises with them from now on."""
+        self.freeze_bn = True
+        self.bn.training = False
+        return self
+
+    def update_bn_stats(self):
+        self.freeze_bn = False
+        self.bn.training = True
+        return self
+
+    def train(self, mode: bool = True):
+        # As PyTorch's: a frozen BatchNorm stays in eval mode through model.train().
+        self.training = mode
+        if not self.freeze_bn:
+            for module in self.children():
+                module.train(mode)
+        return self
+
+    @classmethod
+    def from_float(cls, module):
+        conv, bn = module[0], module[1]
+        if conv.padding_mode != "zeros":
+            raise NotImplementedError(f"qat.{cls.__name__}: padding_mode {conv.padding_mode!r} is not supported by "
+                                      "corenn-quantize (zeros only)")
+        qat = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
+                  conv.groups, bias=conv.bias is not None)
+        qat.weight, qat.bias = conv.weight, conv.bias
+        qat.bn = bn  # its parameters and running statistics, shared as PyTorch shares them
+        _qat_init(qat, module, module.qconfig)
+        qat.freeze_bn = not module.training
+        qat.train(module.training)
+        return qat
+
+
+class QATConvBnReLU2d(QATConvBn2d):
+    """``qat.ConvBn2d`` + ReLU (``torch.ao.nn.intrinsic.qat.ConvBnReLU2d``)."""
+
+    relu = True
+
+
+def freeze_bn_stats(module):
+    """For ``model.apply``: freeze the BatchNorm statistics of QAT conv-bn modules (PyTorch's function)."""
+    if isinstance(module, QATConvBn2d):
+        module.freeze_bn_stats()
+
+
+def update_bn_stats(module):
+    """For ``model.apply``: resume updating the BatchNorm statistics of QAT conv-bn modules."""
+    if isinstance(module, QATConvBn2d):
+        module.update_bn_stats()
+
+
 qat = types.SimpleNamespace(Linear=QATLinear, Conv2d=QATConv2d, LinearReLU=QATLinearReLU,
                             ConvReLU2d=QATConvReLU2d)
+intrinsic = types.SimpleNamespace(
+    LinearReLU=LinearReLU, ConvReLU2d=ConvReLU2d, ConvBn2d=ConvBn2d, ConvBnReLU2d=ConvBnReLU2d,
+    qat=types.SimpleNamespace(LinearReLU=QATLinearReLU, ConvReLU2d=QATConvReLU2d, ConvBn2d=QATConvBn2d,
+                              ConvBnReLU2d=QATConvBnReLU2d, freeze_bn_stats=freeze_bn_stats,
+                              update_bn_stats=update_bn_stats))
 
 
 # -- quantized modules (torch.ao.nn.quantized) ----------------------------------------------------------------------
@@ -425,6 +535,8 @@ class Conv2d(_PackedWeights):
     @classmethod
     def from_float(cls, module):
         conv = module[0] if isinstance(module, ConvReLU2d) else module
+        if isinstance(module, QATConvBn2d):  # as PyTorch's convert: the running statistics are folded in now
+            conv = fold_batch_norm(module, module.bn)
         weight_observer = module.weight_fake_quant if isinstance(module, QATConv2d) else module.qconfig.weight()
         values, scales, zero_points = _weight_observed(conv, weight_observer)
         quantized = cls(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding,

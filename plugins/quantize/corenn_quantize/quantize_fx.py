@@ -264,7 +264,6 @@ def single_user(node):
 
 def fuse(gm, fold_batch_norm: bool) -> None:
     """Fuse conv-bn(-relu), conv-relu and linear-relu in place, keeping the conv / linear node and its name."""
-    from .eager import _fold_batch_norm  # this plugin's own helper, shared with fuse_modules
     modules = dict(gm.named_modules())
     graph = gm.graph
     for node in list(graph.nodes):
@@ -275,7 +274,7 @@ def fuse(gm, fold_batch_norm: bool) -> None:
         if (fold_batch_norm and isinstance(module, nn.Conv2d) and user is not None and user.op == "call_module"
                 and type(modules[user.target]) is nn.BatchNorm2d and not modules[user.target].training
                 and modules[user.target].running_mean is not None):
-            module = _fold_batch_norm(module, modules[user.target])
+            module = qm.fold_batch_norm(module, modules[user.target])
             gm.set_submodule(node.target, module)
             user.replace_all_uses_with(node)
             graph.erase_node(user)
