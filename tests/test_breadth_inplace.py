@@ -332,3 +332,32 @@ def test_binomial_errors_match_torch(counts, probs, error, message, torch):
                 probs if isinstance(probs, float) else lib.tensor(probs))
         with pytest.raises(error, match=re.escape(message)):
             binomial(lib.tensor(counts), prob)
+
+
+def test_apply_map_map2_match_torch(torch):
+    x = RNG.uniform(-3, 3, (2, 3))
+    row, column = RNG.uniform(-1, 1, (3,)), RNG.uniform(-1, 1, (2, 1))
+    calls = [
+        ("apply_", lambda lib: (lambda v: v * v - 1.5,)),
+        ("map_", lambda lib: (lib.tensor(row), lambda a, b: a * b + 0.5)),
+        ("map2_", lambda lib: (lib.tensor(row), lib.tensor(column), lambda a, b, c: a + b * c)),
+    ]
+    for method, arguments in calls:
+        ours, theirs = corenn.tensor(x), torch.tensor(x)
+        assert getattr(ours, method)(*arguments(corenn)) is ours
+        getattr(theirs, method)(*arguments(torch))
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-15)
+    for values, function in (([1, 2], lambda v: v * 2.7), ([True, False], lambda v: not v), ([3, 250], lambda v: v)):
+        ours, theirs = corenn.tensor(values), torch.tensor(values)
+        assert ours.apply_(function).tolist() == theirs.apply_(function).tolist()
+    for lib in (corenn, torch):
+        with pytest.raises(TypeError, match="must be real number, not str"):
+            lib.tensor([1.0]).apply_(lambda v: "a")
+        with pytest.raises(RuntimeError, match=r"Can't call apply_\(\) on Variable that requires grad. Use "
+                                               r"var.detach\(\).apply_\(\) instead."):
+            lib.ones(2, requires_grad=True).apply_(lambda v: v)
+        with pytest.raises(RuntimeError, match="The expanded size of the tensor"):
+            lib.zeros(2, 3).map_(lib.zeros(3, 2), lambda a, b: a)
+    calls = []
+    corenn.tensor([[1, 2], [3, 4]]).apply_(lambda v: calls.append(v) or v)
+    assert calls == [1, 2, 3, 4]  # row-major, once per element

@@ -1016,6 +1016,39 @@ class Tensor:
         from corenn.tensor import random as _random
         return _random.multinomial(self, num_samples, replacement, generator=generator)
 
+    # Python callables applied element by element, on the host (as slow as PyTorch says they are).
+    def apply_(self, callable) -> "Tensor":
+        """Replace each element ``x`` by ``callable(x)`` (a Python number), in place."""
+        return self._map_elements("apply_", callable)
+
+    def map_(self, tensor, callable) -> "Tensor":
+        """Replace each element ``x`` by ``callable(x, y)``, ``y`` from ``tensor`` broadcast to self's shape."""
+        return self._map_elements("map_", callable, tensor)
+
+    def map2_(self, x, y, callable) -> "Tensor":
+        """Replace each element ``s`` by ``callable(s, a, b)``, ``a`` and ``b`` from ``x`` and ``y`` broadcast."""
+        return self._map_elements("map2_", callable, x, y)
+
+    def _map_elements(self, name, function, *others) -> "Tensor":
+        if self._requires_grad:
+            raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use var.detach().{name}() "
+                               "instead.")
+        columns = [self._host().ravel().tolist()]
+        for other in others:
+            if not isinstance(other, Tensor):
+                raise _argcheck.not_tensors(tensor=other)
+            columns.append(other.detach().expand(self.shape)._host().ravel().tolist())
+        kind = self._data.dtype.kind
+        results = []
+        for values in zip(*columns):
+            result = function(*values)
+            if not isinstance(result, numbers.Real):
+                raise TypeError(f"must be real number, not {type(result).__name__}")
+            results.append(bool(result) if kind == "b" else int(result) if kind in "iu" else float(result))
+        self._write(tensor(np.array(results, dtype=self._data.dtype).reshape(self._data.shape),
+                           device=self._device)._data)
+        return self
+
     # In-place views: the tensor becomes a view of its own storage with another shape.
     def _inplace_view(self, result: "Tensor") -> "Tensor":
         self._check_inplace()
