@@ -32,7 +32,14 @@ def _int_tensor(array, device):
 # ---------------------------------------------------------------------------------------------------------
 
 def rot90(input, k=1, dims=(0, 1)):
-    """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first towards the second."""
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first towards the second.
+
+    Example::
+
+        >>> corenn.rot90(corenn.tensor([[1, 2], [3, 4]]))
+        tensor([[2, 4],
+                [1, 3]])
+    """
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     dims = check_ints(dims, "dims")
@@ -178,6 +185,11 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Repeat each element (or slice along ``dim``) ``repeats`` times, in place, not tiled.
 
     With a tensor alone, ``repeat_interleave(repeats)`` gives ``[0]*repeats[0] + [1]*repeats[1] + ...``.
+
+    Example::
+
+        >>> corenn.repeat_interleave(corenn.tensor([1, 2]), 2)
+        tensor([1, 1, 2, 2])
     """
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
@@ -294,7 +306,14 @@ def _triangle_indices(which, row, col, offset, dtype, device):
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
-    """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix, row by row."""
+    """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix, row by row.
+
+    Example::
+
+        >>> corenn.tril_indices(2, 2)
+        tensor([[0, 1, 1],
+                [0, 0, 1]])
+    """
     return _triangle_indices("tril", row, col, offset, dtype, device)
 
 
@@ -321,7 +340,15 @@ def unravel_index(indices, shape):
 
 
 def vander(x, N=None, increasing=False):
-    """The Vandermonde matrix of a 1-D ``x``: columns ``x**(N-1), ..., x, 1`` (reversed with ``increasing``)."""
+    """The Vandermonde matrix of a 1-D ``x``: columns ``x**(N-1), ..., x, 1`` (reversed with ``increasing``).
+
+    Example::
+
+        >>> corenn.vander(corenn.tensor([1, 2, 3]))
+        tensor([[1, 1, 1],
+                [4, 2, 1],
+                [9, 3, 1]])
+    """
     from corenn.ops.reduce import cumprod
     from corenn.tensor.creation import ones
     if not isinstance(x, Tensor):
@@ -343,7 +370,14 @@ def vander(x, N=None, increasing=False):
 
 
 def block_diag(*tensors):
-    """The block-diagonal matrix of 0-, 1- or 2-D tensors (``torch.block_diag``)."""
+    """The block-diagonal matrix of 0-, 1- or 2-D tensors (``torch.block_diag``).
+
+    Example::
+
+        >>> corenn.block_diag(corenn.tensor([[1, 2]]), corenn.tensor([[3]]))
+        tensor([[1, 2, 0],
+                [0, 0, 3]])
+    """
     from corenn.ops.movement import pad
     from corenn.tensor.creation import empty
     if not tensors:
@@ -428,7 +462,14 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
-    """Matrices whose ``offset`` diagonal (in ``dim1``, ``dim2`` of the result) holds ``input``'s last dimension."""
+    """Matrices whose ``offset`` diagonal (in ``dim1``, ``dim2`` of the result) holds ``input``'s last dimension.
+
+    Example::
+
+        >>> corenn.diag_embed(corenn.tensor([1, 2]))
+        tensor([[1, 0],
+                [0, 2]])
+    """
     from corenn.tensor.creation import zeros
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
@@ -470,7 +511,13 @@ def _flat_positions(input, index, op):
 
 
 def take(input, index):
-    """``input`` read as 1-D at ``index`` (negative indices count from the end); the result has index's shape."""
+    """``input`` read as 1-D at ``index`` (negative indices count from the end); the result has index's shape.
+
+    Example::
+
+        >>> corenn.take(corenn.tensor([[1, 2], [3, 4]]), corenn.tensor([0, 3]))
+        tensor([1, 4])
+    """
     from corenn.ops.movement import getitem
     if not (isinstance(input, Tensor) and isinstance(index, Tensor)):
         raise not_tensors(input=input, index=index)
@@ -614,6 +661,11 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
 
     ``include_self=False`` leaves ``input``'s own values out of the positions that receive ``src``
     (``torch.scatter_reduce``).
+
+    Example::
+
+        >>> corenn.scatter_reduce(corenn.zeros(2), 0, corenn.tensor([0, 0, 1]), corenn.tensor([1.0, 5.0, 2.0]), 'amax')
+        tensor([5., 2.])
     """
     if not (isinstance(input, Tensor) and isinstance(index, Tensor) and isinstance(src, Tensor)):
         raise not_tensors(input=input, index=index, src=src)
@@ -677,6 +729,12 @@ def unfold(input, dimension, size, step):
     """Every window of ``size`` elements along ``dimension``, ``step`` apart, in a new last dimension.
 
     ``Tensor.unfold``; a copy in corenn (PyTorch returns a view), with the same values and gradient.
+
+    Example::
+
+        >>> corenn.arange(5.0).unfold(0, 2, 2)
+        tensor([[0., 1.],
+                [2., 3.]])
     """
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)

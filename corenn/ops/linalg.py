@@ -342,7 +342,13 @@ class Det(Op):
 
 
 def det(input):
-    """Determinant of a square matrix or a batch of them (``torch.det``)."""
+    """Determinant of a square matrix or a batch of them (``torch.det``).
+
+    Example::
+
+        >>> corenn.det(corenn.tensor([[2.0, 1.0], [1.0, 3.0]]))
+        tensor(5.)
+    """
     return run("det", _square(input, "linalg.det"))
 
 
@@ -400,7 +406,14 @@ class Inverse(Op):
 
 
 def inverse(input):
-    """The inverse of a square matrix or a batch of them; LinAlgError (a RuntimeError) if singular."""
+    """The inverse of a square matrix or a batch of them; LinAlgError (a RuntimeError) if singular.
+
+    Example::
+
+        >>> corenn.inverse(corenn.tensor([[2.0, 0.0], [0.0, 4.0]]))
+        tensor([[0.5000, 0.0000],
+                [0.0000, 0.2500]])
+    """
     return run("inverse", _square(input, "linalg.inv"))
 
 
@@ -831,7 +844,14 @@ def matrix_exp(A):
 
 
 def matrix_power(input, n):
-    """``input`` to the integer power ``n``; ``n < 0`` inverts first, ``n = 0`` is the identity."""
+    """``input`` to the integer power ``n``; ``n < 0`` inverts first, ``n = 0`` is the identity.
+
+    Example::
+
+        >>> corenn.matrix_power(corenn.tensor([[1, 1], [0, 1]]), 3)
+        tensor([[1, 3],
+                [0, 1]])
+    """
     from corenn.ops.movement import expand
     from corenn.tensor.creation import eye
     if not isinstance(input, Tensor):
@@ -864,7 +884,13 @@ def matrix_power(input, n):
 # ---------------------------------------------------------------------------------------------------------
 
 def kron(input, other):
-    """The Kronecker product: blocks ``input[i, j] * other`` (``torch.kron``)."""
+    """The Kronecker product: blocks ``input[i, j] * other`` (``torch.kron``).
+
+    Example::
+
+        >>> corenn.kron(corenn.tensor([1, 2]), corenn.tensor([1, 10]))
+        tensor([ 1, 10,  2, 20])
+    """
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         raise not_tensors(input=input, other=other)
     ndim = max(input.ndim, other.ndim)
@@ -879,6 +905,11 @@ def cross(input, other, dim=None):
     """The cross product of 3-vectors along ``dim`` (``torch.cross``); inputs broadcast.
 
     Without ``dim``, the first dimension of size 3 (PyTorch's deprecated default).
+
+    Example::
+
+        >>> corenn.cross(corenn.tensor([1.0, 0.0, 0.0]), corenn.tensor([0.0, 1.0, 0.0]), dim=0)
+        tensor([0., 0., 1.])
     """
     from corenn.ops.movement import broadcast_tensors, select, stack
     from corenn.tensor.tensor import _normalize_dim
@@ -907,7 +938,13 @@ def cross(input, other, dim=None):
 
 
 def tensordot(a, b, dims=2, out=None):
-    """Contract ``dims`` dimensions: the last ``dims`` of ``a`` with the first of ``b``, or the listed pairs."""
+    """Contract ``dims`` dimensions: the last ``dims`` of ``a`` with the first of ``b``, or the listed pairs.
+
+    Example::
+
+        >>> corenn.tensordot(corenn.ones(2, 3), corenn.ones(3, 4), dims=1).shape
+        corenn.Size([2, 4])
+    """
     from corenn.ops.movement import permute
     from corenn.tensor.tensor import _normalize_dim
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
@@ -967,6 +1004,11 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 
     corenn computes every mode directly from the differences (the matrix-product shortcut of the
     ``use_mm`` modes only changes rounding).
+
+    Example::
+
+        >>> corenn.cdist(corenn.tensor([[0.0, 0.0]]), corenn.tensor([[3.0, 4.0], [1.0, 0.0]]))
+        tensor([[5., 1.]])
     """
     from corenn.ops.reduce import norm
     if not (isinstance(x1, Tensor) and isinstance(x2, Tensor)):

@@ -93,7 +93,13 @@ def _median(kind, input, dim, keepdim):
 
 
 def median(input, dim=None, keepdim=False):
-    """The lower median of all elements, or ``(values, indices)`` along ``dim``; nan if a slice holds one."""
+    """The lower median of all elements, or ``(values, indices)`` along ``dim``; nan if a slice holds one.
+
+    Example::
+
+        >>> corenn.median(corenn.tensor([3.0, 1.0, 4.0, 1.5]))
+        tensor(1.5000)
+    """
     return _median("median", input, dim, keepdim)
 
 
@@ -168,7 +174,13 @@ def _running_extreme(kind, input, dim):
 
 
 def cummax(input, dim):
-    """Running maximum along ``dim`` and where it was reached (``torch.cummax``)."""
+    """Running maximum along ``dim`` and where it was reached (``torch.cummax``).
+
+    Example::
+
+        >>> corenn.cummax(corenn.tensor([1, 3, 2, 5]), 0).indices
+        tensor([0, 1, 1, 3])
+    """
     return _running_extreme("cummax", input, dim)
 
 
@@ -204,7 +216,13 @@ class Logcumsumexp(Op):
 
 
 def logcumsumexp(input, dim):
-    """``log(cumsum(exp(input), dim))`` without overflow (``torch.logcumsumexp``)."""
+    """``log(cumsum(exp(input), dim))`` without overflow (``torch.logcumsumexp``).
+
+    Example::
+
+        >>> corenn.logcumsumexp(corenn.tensor([0.0, 0.0]), 0)
+        tensor([0.0000, 0.6931])
+    """
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     if not input.dtype.is_floating_point:
@@ -296,6 +314,11 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 
     ``interpolation`` between the two nearest ranks: linear, lower, higher, midpoint or nearest; a
     tensor ``q`` adds a leading dimension. A slice holding nan gives nan.
+
+    Example::
+
+        >>> corenn.quantile(corenn.tensor([1.0, 2.0, 3.0, 4.0]), 0.5)
+        tensor(2.5000)
     """
     return _quantile("quantile", input, q, dim, keepdim, interpolation)
 
@@ -333,6 +356,11 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     """Counts of ``input`` in ``bins`` equal bins over ``[min, max]`` (the data's range if both are 0).
 
     Elements outside the range are ignored; the result has ``input``'s dtype (``torch.histc``).
+
+    Example::
+
+        >>> corenn.histc(corenn.tensor([1.0, 2.0, 1.0]), bins=4, min=0, max=3)
+        tensor([0., 2., 1., 0.])
     """
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
@@ -419,7 +447,13 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
 
 
 def bincount(input, weights=None, minlength=0):
-    """Counts of each value of a 1-D non-negative integer tensor, or the sums of ``weights`` (``torch.bincount``)."""
+    """Counts of each value of a 1-D non-negative integer tensor, or the sums of ``weights`` (``torch.bincount``).
+
+    Example::
+
+        >>> corenn.bincount(corenn.tensor([0, 1, 1, 3]))
+        tensor([1, 2, 0, 1])
+    """
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
     minlength = check_int(minlength, "minlength")
@@ -450,6 +484,11 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 
     ``right`` (or ``side='right'``) puts equal values after their matches; ``sorter`` gives the
     order that sorts an unsorted sequence (``torch.searchsorted``).
+
+    Example::
+
+        >>> corenn.searchsorted(corenn.tensor([1, 3, 5, 7]), corenn.tensor([3, 6]))
+        tensor([1, 3])
     """
     if not isinstance(sorted_sequence, Tensor):
         raise not_tensors(sorted_sequence=sorted_sequence)
@@ -486,7 +525,13 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
-    """The bucket of each value: ``boundaries[i-1] < x <= boundaries[i]`` (``right=True``: ``<= x <``)."""
+    """The bucket of each value: ``boundaries[i-1] < x <= boundaries[i]`` (``right=True``: ``<= x <``).
+
+    Example::
+
+        >>> corenn.bucketize(corenn.tensor([1, 6]), corenn.tensor([1, 3, 5]), right=True)
+        tensor([1, 3])
+    """
     if not isinstance(boundaries, Tensor):
         raise not_tensors(boundaries=boundaries)
     if not isinstance(input, (Tensor, numbers.Number)):
@@ -528,7 +573,13 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 # ---------------------------------------------------------------------------------------------------------
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):
-    """The ``n``-th forward difference along ``dim``, after joining ``prepend`` and ``append`` (``torch.diff``)."""
+    """The ``n``-th forward difference along ``dim``, after joining ``prepend`` and ``append`` (``torch.diff``).
+
+    Example::
+
+        >>> corenn.diff(corenn.tensor([1, 3, 6, 10]))
+        tensor([2, 3, 4])
+    """
     from corenn.ops.elementwise import logical_xor
     if not isinstance(input, Tensor):
         raise not_tensors(input=input)
@@ -572,7 +623,13 @@ def _spacing(y, x, dx, axis, op):
 
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
-    """The trapezoidal rule's integral of ``y`` along ``dim`` over sample points ``x`` or spacing ``dx``."""
+    """The trapezoidal rule's integral of ``y`` along ``dim`` over sample points ``x`` or spacing ``dx``.
+
+    Example::
+
+        >>> corenn.trapezoid(corenn.tensor([1.0, 2.0, 3.0]))
+        tensor(4.)
+    """
     if not isinstance(y, Tensor):
         raise not_tensors(y=y)
     if x is not None and dx is not None:
@@ -615,6 +672,12 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     """The covariance matrix of the variables in ``input``'s rows (observations in columns), ``torch.cov``.
 
     ``fweights`` (integer frequencies) and ``aweights`` (observation weights) weight the columns.
+
+    Example::
+
+        >>> corenn.cov(corenn.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
+        tensor([[ 1., -1.],
+                [-1.,  1.]])
     """
     from corenn.ops.linalg import matmul
     from corenn.ops.movement import t as transpose_

@@ -198,7 +198,13 @@ def _cosine_sum(*coefficients):
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
-    """The Hann window ``0.5 - 0.5 cos(2 pi n / (N - 1))`` (``torch.hann_window``)."""
+    """The Hann window ``0.5 - 0.5 cos(2 pi n / (N - 1))`` (``torch.hann_window``).
+
+    Example::
+
+        >>> corenn.hann_window(4)
+        tensor([0.0000, 0.5000, 1.0000, 0.5000])
+    """
     return _window("hann_window", window_length, periodic, dtype, device, requires_grad, _cosine_sum(0.5, 0.5))
 
 
