@@ -450,7 +450,7 @@ def binomial(count, prob, generator=None):
     dtype (``torch.binomial``). As PyTorch's draws show, a count below 0 acts as 0 and a probability outside
     [0, 1] as the nearer end; a NaN count or probability gives NaN (PyTorch never returns there).
 
-    >>> corenn.binomial(corenn.tensor([10.0]), corenn.tensor([0.0]))
+    >>> binomial(corenn.tensor([10.0]), corenn.tensor([0.0]))
     tensor([0.])
     """
     from corenn.tensor.tensor import Tensor
