@@ -947,7 +947,7 @@ _POOL += [
 def _fractional_samples(lib, x, n):
     """Fixed window starts, so that both libraries pool the same windows."""
     samples = np.linspace(0.1, 0.9, x.shape[0] * x.shape[1] * n).reshape(x.shape[0], x.shape[1], n)
-    return lib.tensor(samples, dtype=x.dtype)
+    return lib.tensor(samples, dtype=x.dtype, device=x.device)
 
 
 _POOL += [
