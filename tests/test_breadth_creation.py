@@ -137,3 +137,43 @@ def test_new_empty_strided():
     x = corenn.zeros(2, dtype=corenn.float64)
     y = x.new_empty_strided((2, 3), (1, 2))
     assert y.dtype is corenn.float64 and y.stride() == torch.zeros(2).new_empty_strided((2, 3), (1, 2)).stride()
+
+
+STFT_CASES = [
+    ({"n_fft": 8}, (30,)),
+    ({"n_fft": 8, "hop_length": 3, "window": 8}, (2, 25)),
+    ({"n_fft": 8, "win_length": 6, "window": 6, "center": False}, (30,)),
+    ({"n_fft": 7, "onesided": False, "normalized": True}, (2, 25)),
+    ({"n_fft": 8, "pad_mode": "constant"}, (30,)),
+    ({"n_fft": 6, "win_length": 4, "hop_length": 2}, (20,)),
+]
+
+
+@pytest.mark.parametrize("kwargs,shape", STFT_CASES, ids=[str(c[0]) for c in STFT_CASES])
+def test_stft_matches_torch(kwargs, shape):
+    """stft's older real form (return_complex=False): values and gradients against PyTorch, and gradcheck."""
+    from _breadth_outputs import check_gradients
+    signal = np.random.default_rng(9).standard_normal(shape)
+
+    def run(lib, t):
+        options = dict(kwargs)
+        if "window" in options:
+            options["window"] = lib.hann_window(options["window"], dtype=lib.float64)
+        return lib.stft(t, return_complex=False, **options)
+    with pytest.warns(UserWarning):
+        match_torch(lambda t: run(corenn, t), lambda t: run(torch, t), [signal], torch)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_gradients(lambda t: run(corenn, t), [signal])
+
+
+def test_stft_errors_match_torch():
+    x = corenn.ones(16)
+    for lib, signal in ((corenn, x), (torch, torch.ones(16))):
+        with pytest.raises(RuntimeError, match="return_complex"):
+            lib.stft(signal, 8)
+    with pytest.raises(NotImplementedError, match="complex"):
+        corenn.stft(x, 8, return_complex=True)
+    with pytest.warns(UserWarning):
+        assert x.stft(8, return_complex=False).shape == tuple(torch.ones(16).stft(8, return_complex=False).shape)

@@ -41,6 +41,8 @@ from corenn.ops.statistics import *  # noqa: F401,F403
 from corenn.ops.statistics import sum_to_size  # noqa: F401 - a Tensor method only, as in PyTorch
 from corenn.ops import layout  # rotations, stacks and splits, scatters, windows, *_copy
 from corenn.ops.layout import *  # noqa: F401,F403
+from corenn.ops import spectral  # stft (real and imaginary parts)
+from corenn.ops.spectral import stft  # noqa: F401
 from corenn.ops.movement import *  # noqa: F401,F403
 from corenn.ops.movement import (broadcast_tensors, cat, chunk, gather, index_add, index_fill, index_select,  # noqa
                                  scatter, scatter_add, split, stack, unbind)
@@ -51,7 +53,7 @@ return_types.frexp = elementwise.FrexpResult  # frexp is elementwise; its named 
 
 
 __all__ = sorted(set(elementwise.__all__ + special.__all__ + reduce.__all__ + movement.__all__ + linalg.__all__ + nn.__all__
-                     + statistics.__all__ + layout.__all__
+                     + statistics.__all__ + layout.__all__ + spectral.__all__
                      + conv.__all__ + pooling.__all__ + activation.__all__ + recurrent.__all__ + nn_functions.__all__ + ctc.__all__ + sampling.__all__
                      + ["return_types"]))
 
@@ -88,7 +90,7 @@ median nanmedian kthvalue mode msort cummax cummin logcumsumexp quantile nanquan
 bincount unique_consecutive diff cov corrcoef renorm sum_to_size
 rot90 diag_embed diagflat take put index_copy index_reduce scatter_reduce diagonal_scatter select_scatter
 slice_scatter as_strided as_strided_scatter dsplit hsplit vsplit repeat_interleave ravel split_with_sizes unsafe_chunk
-unsafe_split unsafe_split_with_sizes narrow_copy geqrf orgqr ormqr nonzero_static
+unsafe_split unsafe_split_with_sizes narrow_copy geqrf orgqr ormqr nonzero_static stft
 softmax log_softmax
 asin acos atan asinh acosh atanh sinh cosh arcsin arccos arctan arcsinh arccosh arctanh sinc deg2rad rad2deg frac
 logit sgn positive atan2 arctan2 hypot copysign logaddexp logaddexp2 fmax fmin ldexp nextafter heaviside gcd lcm
