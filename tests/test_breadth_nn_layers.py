@@ -376,3 +376,39 @@ def test_fuse_bn_eval_matches_torch(layer, bn, transpose, shape):
     with pytest.raises(AssertionError, match="Fusion only for eval!"):
         (nn.utils.fuse_linear_bn_eval if transpose is None else nn.utils.fuse_conv_bn_eval)(ours_layer.train(),
                                                                                            ours_bn)
+
+
+def test_sync_batch_norm_without_a_process_group_is_batch_norm_as_in_torch():
+    ours = nn.SyncBatchNorm(3, momentum=0.2).double()
+    theirs = torch.nn.SyncBatchNorm(3, momentum=0.2).double()
+    assert repr(ours) == repr(theirs) and list(ours.state_dict()) == list(theirs.state_dict())
+    for shape in ((4, 3), (2, 3, 5), (2, 3, 2, 2)):
+        compare_with_torch(ours, theirs, [RNG.standard_normal(shape)], torch)
+        for key, value in theirs.state_dict().items():
+            np.testing.assert_allclose(ours.state_dict()[key].numpy(), value.numpy(), rtol=1e-12)
+    ours.eval(), theirs.eval()
+    compare_with_torch(ours, theirs, [RNG.standard_normal((2, 3, 4))], torch)
+    with pytest.raises(ValueError, match="expected at least 2D input \\(got 1D input\\)"):
+        ours(corenn.randn(3))
+    with pytest.raises(ValueError, match="SyncBatchNorm number of input channels should be non-zero"):
+        ours(corenn.randn(2, 0))
+
+
+def test_convert_sync_batchnorm_matches_torch():
+    def net(lib):
+        return lib.nn.Sequential(lib.nn.Conv2d(3, 4, 1), lib.nn.BatchNorm2d(4), lib.nn.InstanceNorm2d(4),
+                                 lib.nn.Sequential(lib.nn.BatchNorm1d(4, affine=False)))
+    ours = nn.SyncBatchNorm.convert_sync_batchnorm(net(corenn))
+    theirs = torch.nn.SyncBatchNorm.convert_sync_batchnorm(net(torch))
+    assert repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_data_parallel_without_accelerators_wraps_the_module_as_torch():
+    ours, theirs = nn.DataParallel(nn.Linear(2, 3)), torch.nn.DataParallel(torch.nn.Linear(2, 3))
+    assert repr(ours) == repr(theirs) and ours.device_ids == theirs.device_ids == []
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["module.weight", "module.bias"]
+    ours.load_state_dict({k: corenn.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+    x = RNG.standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose(ours(corenn.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-6)

@@ -287,3 +287,74 @@ class CrossMapLRN2d(Module):
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _distributed_initialized() -> bool:
+    """Whether a process group is up (``corenn.distributed`` comes from the corenn-distributed plugin)."""
+    try:
+        from corenn import distributed
+    except ImportError:
+        return False
+    return distributed.is_available() and distributed.is_initialized()
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm whose training statistics span every process of ``process_group`` (``torch.nn.SyncBatchNorm``).
+
+    Without an initialized process group (or in eval mode) it is batch norm over (N, C, *) input, as in
+    PyTorch; with one, PyTorch accepts only accelerator input (CPU input is its ValueError), and the
+    statistics exchange across several processes is not implemented (NotImplementedError).
+
+        >>> nn.SyncBatchNorm(3)(corenn.randn(4, 3, 2)).shape
+        corenn.Size([4, 3, 2])
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group=None, device=None, dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        if batch_stats and self.training and _distributed_initialized():
+            from corenn import distributed
+            if input.device.type == "cpu":
+                raise ValueError("SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone")
+            group = self.process_group if self.process_group else distributed.group.WORLD
+            if distributed.get_world_size(group) > 1:
+                raise NotImplementedError("SyncBatchNorm: synchronizing the batch statistics of several processes is "
+                                          "not implemented")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every BatchNorm*d (recursively) replaced by a SyncBatchNorm holding the same parameters
+        and buffers.
+
+            >>> nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)))[1]
+            SyncBatchNorm(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+        """
+        output = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):  # PyTorch's _BatchNorm only
+            output = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                         process_group, bias=module.bias is not None)
+            if module.affine:
+                with corenn.no_grad():
+                    output.weight = module.weight
+                    output.bias = module.bias
+            output.running_mean = module.running_mean
+            output.running_var = module.running_var
+            output.num_batches_tracked = module.num_batches_tracked
+            output.training = module.training
+            if hasattr(module, "qconfig"):
+                output.qconfig = module.qconfig
+        for name, child in module.named_children():
+            output.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return output
