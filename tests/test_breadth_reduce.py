@@ -314,3 +314,23 @@ def test_integer_inputs_behave_as_torch(name):
     assert not isinstance(ours, Exception), ours
     assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
     np.testing.assert_allclose(ours.numpy().astype(float), theirs.numpy().astype(float), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["kthvalue", "median", "nanmedian", "mode", "cummax", "cummin"])
+def test_indices_among_ties_are_torchs(name):
+    """Which of several equal values an index points at: PyTorch's choice (its quickselect for kthvalue)."""
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n = int(rng.integers(1, 10))
+        a = rng.integers(0, 3, (3, n)).astype(float)
+        if name != "mode" and trial % 2:
+            a[rng.random(a.shape) < 0.25] = np.nan
+            if name == "nanmedian":
+                a[np.isnan(a).all(axis=1), 0] = 1.0  # an all-nan row's index is std::nth_element's whim
+        k = int(rng.integers(1, n + 1))
+
+        def call(lib, t):
+            return lib.kthvalue(t, k, 1) if name == "kthvalue" else getattr(lib, name)(t, 1)
+        ours, theirs = call(corenn, corenn.tensor(a)), call(torch, torch.tensor(a))
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy(), err_msg=str(a))
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())

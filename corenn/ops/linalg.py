@@ -492,8 +492,6 @@ class Svd(Op):
             grad_u_s = grad_u / s[..., None, :]
             grad_a = grad_a + grad_u_s - xp.matmul(u, xp.matmul(_mT(xp, u), grad_u_s))
             grad_a = xp.matmul(grad_a, vh)
-            if n > k and grad_vh is not None:
-                raise AssertionError("unreachable: k = min(m, n)")
         elif n > k and grad_vh is not None:
             grad_a = xp.matmul(grad_a, vh)
             s_grad_vh = grad_vh / s[..., :, None]

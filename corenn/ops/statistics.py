@@ -118,9 +118,66 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     if input.ndim == 0:
         return _scalar_pair("kthvalue", input)
     xp = input._device._xp
-    order = xp.argsort(_last(xp, input._data, axis), axis=-1, kind="stable")
-    positions = xp.moveaxis(order[..., k - 1:k], -1, axis)
+    moved = _last(xp, input._data, axis)
+    order = xp.argsort(moved, axis=-1, kind="stable")
+    chosen = order[..., k - 1].copy()
+    # Among equal values PyTorch reports the index its quickselect lands on: replay it on the rows
+    # where the k-th value is tied (any index is right elsewhere).
+    rows, picks = moved.reshape(-1, moved.shape[-1]), chosen.reshape(-1)
+    values = xp.take_along_axis(rows, picks[:, None], -1)
+    tied = ((rows == values).sum(axis=-1) > 1) | xp.isnan(values[:, 0]) if rows.dtype.kind in "fV" else \
+        (rows == values).sum(axis=-1) > 1
+    for r in xp.nonzero(tied)[0].tolist():
+        picks[r] = _quickselect_index(rows[r].tolist(), k - 1)
+    positions = xp.moveaxis(picks.reshape(chosen.shape)[..., None], -1, axis)
     return return_types.kthvalue(*_select(input, axis, positions, keepdim))
+
+
+def _quickselect_index(values, k):
+    """The original index of the element that PyTorch's CPU quickselect (ATen's SortingUtils.h) puts at ``k``.
+
+    nan counts as the largest value, as there.
+    """
+    def greater(x, y):
+        return (x != x and y == y) or x > y
+
+    index = list(range(len(values)))
+
+    def swap(i, j):
+        values[i], values[j] = values[j], values[i]
+        index[i], index[j] = index[j], index[i]
+
+    left, right = 0, len(values) - 1
+    while right > left:
+        if right == left + 1:
+            if greater(values[left], values[right]):
+                swap(left, right)
+            break
+        middle = left + (right - left) // 2  # median of three as pivot
+        swap(middle, left + 1)
+        if greater(values[left + 1], values[right]):
+            swap(left + 1, right)
+        if greater(values[left], values[right]):
+            swap(left, right)
+        if greater(values[left + 1], values[left]):
+            swap(left + 1, left)
+        i, j, pivot = left + 1, right, values[left]
+        while True:
+            i += 1
+            while greater(pivot, values[i]):
+                i += 1
+            j -= 1
+            while greater(values[j], pivot):
+                j -= 1
+            if j < i:
+                break
+            swap(i, j)
+        swap(left, j)
+        if j <= k:
+            left = i
+        if j >= k:
+            right = j - 1
+    return index[k]
 
 
 def mode(input, dim=-1, keepdim=False):
