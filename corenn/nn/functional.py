@@ -1997,3 +1997,13 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     logits = linear(input, linear_weight, linear_bias).reshape(logits_shape)
     return cross_entropy(logits, target, weight=weight, reduction=reduction,
                          ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)
+
+
+def assert_int_or_pair(arg, arg_name, message):
+    """AssertionError with ``message.format(arg_name)`` unless ``arg`` is an int or has two elements (PyTorch's
+    argument helper, kept for code that calls it).
+
+        >>> F.assert_int_or_pair((3, 3), "kernel_size", "{} must be an int or a pair")
+    """
+    if not (isinstance(arg, int) or len(arg) == 2):
+        raise AssertionError(message.format(arg_name))
