@@ -306,3 +306,14 @@ def test_grad_fn_names_match_torch(torch):
         theirs = getattr(torch, name)(torch.tensor(x, requires_grad=True))
         assert ours.grad_fn.name() == theirs.grad_fn.name()
     assert corenn.polygamma(2, corenn.tensor(x, requires_grad=True)).grad_fn.name() == "PolygammaBackward0"
+
+
+@pytest.mark.parametrize("value", [0.3, 1.7, 4.0, -2.5])
+def test_zero_dimensional_inputs_match_torch(value, torch):
+    for name in ["lgamma", "digamma", "erfc", "i0"]:
+        ours, theirs = getattr(corenn, name)(corenn.tensor(value)), getattr(torch, name)(torch.tensor(value))
+        assert ours.shape == () and ours.item() == pytest.approx(theirs.item(), rel=1e-6)
+    probability = corenn.tensor(value / 5)
+    assert corenn.erfinv(probability).item() == pytest.approx(torch.erfinv(torch.tensor(value / 5)).item(),
+                                                                rel=1e-6)
+    assert corenn.polygamma(2, corenn.tensor(value)).shape == ()

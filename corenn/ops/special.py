@@ -70,23 +70,31 @@ def _lgamma_near_two(xp, e):
     return ((1 - _EULER_GAMMA) + series) * e
 
 
+def _lgamma_lanczos(xp, y):
+    z = y - 1
+    series = _LANCZOS[0]
+    for i, c in enumerate(_LANCZOS[1:], 1):
+        series = series + c / (z + i)
+    t = z + (_LANCZOS_G + 0.5)
+    return _HALF_LOG_2PI + (z + 0.5) * xp.log(t) - t + xp.log(series)
+
+
+def _lgamma_taylor(xp, y):
+    """lgamma(y) for 1/2 <= y < 5/2: the series about 2, through lgamma(y) = lgamma(y + 1) - log y below 3/2."""
+    below = y < 1.5
+    e = xp.where(below, y - 1, y - 2)
+    return _lgamma_near_two(xp, e) - xp.where(below, xp.log1p(e), 0.0)
+
+
 def lgamma_array(xp, x):
     """log|Gamma(x)|: the Taylor series about 2 on [1/2, 5/2) (through lgamma(x) = lgamma(x + 1) - log x below
     3/2), Lanczos above, the reflection log(pi / |sin(pi x)|) - lgamma(1 - x) below 1/2."""
     with xp.errstate(divide="ignore", invalid="ignore", over="ignore"):
         reflect = x < 0.5
         y = xp.where(reflect, 1 - x, x)
-        z = y - 1
-        series = _LANCZOS[0]
-        for i, c in enumerate(_LANCZOS[1:], 1):
-            series = series + c / (z + i)
-        t = z + (_LANCZOS_G + 0.5)
-        positive = _HALF_LOG_2PI + (z + 0.5) * xp.log(t) - t + xp.log(series)
         near_two = y < 2.5
-        below = y < 1.5
-        e = xp.where(near_two, xp.where(below, y - 1, y - 2), 0.0)
-        taylor = _lgamma_near_two(xp, e) - xp.where(below, xp.log1p(e), 0.0)
-        positive = xp.where(near_two, taylor, positive)
+        positive = _on(xp, ~near_two, xp.zeros_like(y), lambda y: _lgamma_lanczos(xp, y), y)
+        positive = _on(xp, near_two, positive, lambda y: _lgamma_taylor(xp, y), y)
         sin_pi = xp.abs(_sin_pi(xp, x))
         reflected = xp.log(math.pi / sin_pi) - positive
         out = xp.where(reflect, xp.where(sin_pi == 0, math.inf, reflected), positive)
@@ -232,18 +240,56 @@ def _exp_minus_square(xp, x):
 _INV_SQRT_PI = 1 / math.sqrt(math.pi)
 
 
+def _on(xp, mask, out, function, *arrays):
+    """``out`` with ``function(*(array[mask] for array in arrays))`` written where ``mask`` holds: a branch
+    computed on its own elements only."""
+    out = xp.asarray(out)  # 0-d results of arithmetic may be scalars, which take no item assignment
+    if mask.any().item():
+        out[mask] = function(*(array[mask] for array in arrays))
+    return out
+
+
+def _erfc_continued_fraction(xp, x, terms):
+    """erfc(x) for x >= 1: Laplace's continued fraction exp(-x^2) / sqrt(pi) / (x + 1/2 / (x + 1 / (x + 3/2 /
+    (x + ...)))) to ``terms`` terms, evaluated from the tail."""
+    finite = xp.where(x == math.inf, 1.0, x)
+    fraction = finite
+    for k in range(terms, 0, -1):
+        fraction = finite + (k / 2) / fraction
+    return xp.where(x == math.inf, 0.0, _exp_minus_square(xp, finite) * _INV_SQRT_PI / fraction)
+
+
+# (from, terms): how many terms the continued fraction needs for float64 precision from each x on
+_ERFC_FRACTION_TERMS = ((1.0, 200), (1.5, 100), (2.0, 60), (3.0, 30))
+
+
 def erfc_array(xp, x):
-    """erfc(x): 1 - erf(x) below 1 (no cancellation: erfc > 0.15 there); above, Laplace's continued fraction
-    erfc(x) = exp(-x^2) / sqrt(pi) / (x + 1/2 / (x + 1 / (x + 3/2 / (x + ...)))), 200 terms, evaluated from the
-    tail (relative error near 1e-15 for every x >= 1)."""
+    """erfc(x): 1 - erf(x) below 1 (no cancellation: erfc > 0.15 there), the continued fraction above
+    (relative error near 1e-15 everywhere)."""
     with xp.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        tail = x >= 1
-        z = xp.where(tail, x, 1.0)
-        fraction = z
-        for k in range(200, 0, -1):
-            fraction = z + (k / 2) / fraction
-        continued = _exp_minus_square(xp, z) * _INV_SQRT_PI / fraction
-        return xp.where(tail, xp.where(x == math.inf, 0.0, continued), 1 - _erf_series(xp, xp.where(tail, 0.0, x)))
+        out = 1 - _erf_series(xp, xp.where(x >= 1, 0.0, x))
+        bounds = [start for start, _ in _ERFC_FRACTION_TERMS[1:]] + [math.inf]
+        for (start, terms), stop in zip(_ERFC_FRACTION_TERMS, bounds):
+            band = (x >= start) & ((x < stop) | (stop == math.inf))
+            out = _on(xp, band, out, lambda z, terms=terms: _erfc_continued_fraction(xp, z, terms), x)
+        return out
+
+
+def _erfinv_near_zero(xp, a, x):
+    """Newton steps on erf(x) = a, for a <= 1/2 (Giles' start is good to 1e-7 there: two steps suffice)."""
+    for _ in range(2):
+        x = x - (_erf_series(xp, x) - a) / (_TWO_OVER_SQRT_PI * _exp_minus_square(xp, x))
+    return x
+
+
+def _erfinv_near_one(xp, a, x):
+    """Newton steps on log erfc(x) = log(1 - a), for 1/2 < a < 1: nearly linear in x there, and 1 - a is exact,
+    so that even Giles' rougher start next to 1 converges in four steps."""
+    log_complement = xp.log(1 - a)
+    for _ in range(4):
+        tail = erfc_array(xp, x)
+        x = x + (xp.log(tail) - log_complement) * tail / (_TWO_OVER_SQRT_PI * _exp_minus_square(xp, x))
+    return x
 
 
 def erfinv_array(xp, y):
@@ -262,16 +308,10 @@ def erfinv_array(xp, y):
                                    (0.246640727, 1.00167406), (1.50140941, 2.83297682)):
             p_central = c_central + p_central * central
             p_outer = c_outer + p_outer * outer
-        x = xp.where(w < 5, p_central, p_outer) * a_in
+        start = xp.where(w < 5, p_central, p_outer) * a_in
         near_one = a_in > 0.5
-        complement = 1 - a_in
-        for _ in range(4):
-            slope = _TWO_OVER_SQRT_PI * _exp_minus_square(xp, x)
-            central_step = (_erf_series(xp, x) - a_in) / slope
-            # near 1, Newton on log erfc(x) = log(1 - |y|): nearly linear there, and 1 - |y| keeps its digits
-            tail = erfc_array(xp, xp.where(near_one, x, 1.0))
-            tail_step = (xp.log(tail) - xp.log(complement)) * tail / -slope
-            x = x - xp.where(near_one, tail_step, central_step)
+        x = _on(xp, ~near_one, start.copy(), lambda a, x: _erfinv_near_zero(xp, a, x), a_in, start)
+        x = _on(xp, near_one, x, lambda a, x: _erfinv_near_one(xp, a, x), a_in, start)
         out = xp.where(inside, x, xp.where(a == 1, math.inf, math.nan))
         return xp.copysign(out, y)
 
