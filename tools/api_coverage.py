@@ -35,7 +35,8 @@ EXCLUSIONS = [
                 r"^guaranteed_datapipes_determinism$"), {"utils.data"}),
     ("sparse layouts", re.compile(r"sparse|^to_dense$|^coalesce$|^is_coalesced$|^indices$|^values$|^crow_|^col_|"
                                   r"^ccol_|^row_indices$|^smm$|^sspaddmm$|^hspmm$|_csr|_csc|_bsr|_bsc|^dense_dim$|"
-                                  r"^(indices|values|row_indices)_copy$")),  # the *_copy forms of sparse accessors
+                                  r"^(indices|values|row_indices)_copy$|"  # the *_copy forms of sparse accessors
+                                  r"^SparseAdam$")),  # optim.SparseAdam takes sparse gradients only (dense: error)
     ("quantized (corenn-quantize)", re.compile(r"quantiz|^q_|^int_repr$|^qscheme$|^per_channel|^per_tensor|"
                                                r"^quint|^qint|^fake_quant|^dequantize$|^fbgemm|^Q[A-Z]")),
     ("named tensors", re.compile(r"^names$|^refine_names$|^align_to$|^align_as$|^rename_?$|^has_names$|^unflatten_dense")),
