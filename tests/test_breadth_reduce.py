@@ -334,3 +334,10 @@ def test_indices_among_ties_are_torchs(name):
         ours, theirs = call(corenn, corenn.tensor(a)), call(torch, torch.tensor(a))
         np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy(), err_msg=str(a))
         np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0, 2.0, 3.0], [2.0, 2.0, 2.0], [5.0, 1.0, 1.0, 1.0, 5.0],
+                                    [1.0, np.nan, 2.0], [np.nan, 1.0, np.nan, 3.0, 1.0]])
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+def test_median_of_all_shares_the_gradient_among_ties(name, values):
+    match_torch(lambda t: getattr(corenn, name)(t), lambda t: getattr(torch, name)(t), [np.array(values)], torch)

@@ -74,6 +74,28 @@ def _median_positions(xp, data, ignore_nan):
     return xp.where(missing.any(axis=-1, keepdims=True), first_nan, picked)
 
 
+@kernel("median_all", "MedianBackward0")
+class MedianAll(Op):
+    """The median of all elements; ties share the gradient evenly (PyTorch's evenly_distribute_backward)."""
+
+    @staticmethod
+    def forward(ctx, a, ignore_nan=False):
+        xp = ctx.xp
+        flat = a.reshape(-1)
+        out = flat[_median_positions(xp, flat, ignore_nan)].reshape(())
+        ctx.save_for_backward(a, out)
+        if ignore_nan:
+            ctx.grad_fn_name = "NanmedianBackward0"
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, out = ctx.saved
+        xp = ctx.xp
+        hits = xp.isnan(a) if a.dtype.kind in "fV" and xp.isnan(out).item() else a == out
+        return xp.where(hits, grad / hits.sum().astype(grad.dtype), xp.zeros((), dtype=grad.dtype))
+
+
 def _median(kind, input, dim, keepdim):
     ignore_nan = kind == "nanmedian"
     if not isinstance(input, Tensor):
@@ -83,8 +105,7 @@ def _median(kind, input, dim, keepdim):
         flat = reshape(input, -1)
         if flat.numel() == 0:
             return _wrap(xp.full((), float("nan"), dtype=input.dtype.numpy), input)
-        position = _median_positions(xp, flat._data, ignore_nan)
-        return reshape(gather(flat, 0, _index_tensor(position, input)), ())
+        return run("median_all", input, ignore_nan=ignore_nan)
     axis = _reduction_axis(input, dim, kind)
     if input.ndim == 0:
         return _scalar_pair(kind, input)

@@ -1176,6 +1176,8 @@ _SCATTER_REDUCE = [
 ]
 
 _STATISTICS = [
+    OpCase("median", lambda lib, x: lib.median(x), [Float((3, 4), distinct=True)], kernels=("median_all",)),
+    OpCase("nanmedian", lambda lib, x: lib.nanmedian(x), [Float((5,), distinct=True)], kernels=("median_all",)),
     OpCase("logcumsumexp", lambda lib, x: lib.logcumsumexp(x, 1), [Float((3, 4))], **_R),
     OpCase("logcumsumexp", lambda lib, x: x.logcumsumexp(0), [Float((4, 2), -40, 40)], label="wide", **_R),
 ]
