@@ -258,7 +258,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` dims of each sample.
 
         >>> F.layer_norm(corenn.tensor([[1., 3.]]), (2,)).tolist()
-        [[-0.9999950528144836, 0.9999950528144836]]
+        [[-0.9999949932098389, 0.9999949932098389]]
     """
     return _layer_norm(input, normalized_shape, weight, bias, eps)
 
