@@ -43,6 +43,8 @@ from corenn.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enab
                                        is_inference_mode_enabled, no_grad, set_grad_enabled)
 from corenn.ops import *  # noqa: E402,F401,F403
 from corenn.ops import abs, all, any, max, min, pow, round, sum, return_types  # noqa: E402,F401,A004
+# torch.dropout / torch.embedding: not in corenn.ops's namespace, where those names are kernel modules
+from corenn.ops.nn_functions import dropout, embedding  # noqa: E402,F401
 from corenn.tensor.creation import *  # noqa: E402,F401,F403
 from corenn.tensor.printing import set_printoptions  # noqa: E402,F401
 from corenn.tensor.random import (Generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401

@@ -59,11 +59,6 @@ __all__ = sorted(set(elementwise.__all__ + special.__all__ + reduce.__all__ + mo
 
 
 @hookimpl
-def corenn_register_names():
-    return dict(nn_functions.TOP_LEVEL_ONLY)
-
-
-@hookimpl
 def corenn_register_kernels():
     return [KernelRegistration(op=name, device_type="*", kernel=cls, priority=0, source="corenn.ops")
             for name, cls in CORE_KERNELS.items()]

@@ -665,11 +665,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
         pos_weight=pos_weight)
 
 
-#: ``corenn.dropout`` and ``corenn.embedding``: ``corenn.ops.dropout`` and ``corenn.ops.embedding`` are kernel
-#: modules (a plugin imports ``from corenn.ops import embedding``), so these two reach ``corenn`` through the
-#: ops plugin's ``corenn_register_names`` instead of ``corenn.ops``'s namespace.
-TOP_LEVEL_ONLY = {"dropout": dropout, "embedding": embedding}
-
+# ``corenn.dropout`` and ``corenn.embedding`` are imported by corenn/__init__.py itself: in ``corenn.ops`` those
+# names are kernel modules (a plugin imports ``from corenn.ops import embedding``), which a star import would hide.
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)
-           and getattr(value, "__module__", None) == __name__ and name not in TOP_LEVEL_ONLY]
+           and getattr(value, "__module__", None) == __name__ and name not in ("dropout", "embedding")]
