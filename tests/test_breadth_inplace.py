@@ -260,8 +260,8 @@ def test_log_normal_fill_has_log_normal_moments():
      RuntimeError),
     (lambda lib: lib.tensor([1, 0]).bernoulli(), "\"bernoulli_tensor_cpu_p_\" not implemented for 'Long'",
      NotImplementedError),
-    (lambda lib: lib.tensor([[0.5, 0.5]]).multinomial(3), "cannot sample n_sample > prob_dist.size(-1) samples "
-                                                           "without replacement", RuntimeError),
+    (lambda lib: lib.tensor([[0.5, 0.5]]).multinomial(3),
+     ("cannot sample n_sample > prob_dist.size(-1) samples without replacement"), RuntimeError),
 ])
 def test_random_errors_match_torch(call, message, error, torch):
     import re

@@ -141,7 +141,8 @@ def test_logaddexp_far_apart_and_infinite(torch):
 def test_copysign_scalar_other(torch):
     x = RNG.uniform(-2, 2, size=(5,))
     for other in (-1.0, 2, -0.0):
-        out = compare_with_torch(lambda t: corenn.copysign(t, other), lambda t: torch.copysign(t, other), [x], torch)
+        out = compare_with_torch(lambda t, other=other: corenn.copysign(t, other),
+                                 lambda t, other=other: torch.copysign(t, other), [x], torch)
         assert out.grad_fn.name() == "CopysignBackward1"
     ours, theirs = corenn.copysign(corenn.tensor([1, -2]), -1), torch.copysign(torch.tensor([1, -2]), -1)
     assert ours.dtype == corenn.float32 and ours.tolist() == theirs.tolist()
@@ -266,9 +267,10 @@ def test_predicates_match_torch(torch):
 
 
 def test_tensor_sizes_and_adjoints_match_torch(torch):
+    scalar = corenn.tensor(2.0)
     with pytest.warns(UserWarning, match="Tensor.H is deprecated on 0-D tensors"):
-        scalar = corenn.tensor(2.0)
-        assert scalar.H is scalar
+        transposed = scalar.H
+    assert transposed is scalar
     for shape, dtype in [((2, 3), "float32"), ((4,), "int16"), ((2, 3, 4), "uint8")]:
         ours = corenn.zeros(shape, dtype=getattr(corenn, dtype))
         theirs = torch.zeros(shape, dtype=getattr(torch, dtype))
@@ -331,7 +333,7 @@ def test_angle_real_imag_match_torch(torch):
         with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes."):
             lib.imag(lib.tensor([1.0]))
         with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes."):
-            lib.tensor([1.0]).imag
+            _ = lib.tensor([1.0]).imag
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"nan": 2.0}, {"nan": -1.0, "posinf": 7.0, "neginf": -3.5}])

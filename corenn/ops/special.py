@@ -16,7 +16,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from corenn import _dtype
 from corenn._argcheck import named, not_tensors
 from corenn.ops._kernel import Op, kernel, public_function, run, run1, run2, sum_to_shape, to_floating
 from corenn.ops.elementwise import _TWO_OVER_SQRT_PI, _erf_series, _tensor_operands, _type_name
@@ -588,4 +587,4 @@ igammac = _incomplete_gamma("igammac", "The regularized upper incomplete gamma f
                                        "    >>> corenn.igammac(corenn.tensor([1.0]), corenn.tensor([1.0]))\n"
                                        "    tensor([0.3679])")
 
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfc", "erfinv", "i0", "igamma", "igammac"]
+__all__ = ["digamma", "erfc", "erfinv", "i0", "igamma", "igammac", "lgamma", "mvlgamma", "polygamma"]
