@@ -361,3 +361,17 @@ def test_apply_map_map2_match_torch(torch):
     calls = []
     corenn.tensor([[1, 2], [3, 4]]).apply_(lambda v: calls.append(v) or v)
     assert calls == [1, 2, 3, 4]  # row-major, once per element
+
+
+@pytest.mark.parametrize("method", ["atan2_", "hypot_", "eq_", "logaddexp", "copysign_"])
+def test_inplace_refuses_a_result_larger_than_self(method, torch):
+    if method == "logaddexp":  # PyTorch has no logaddexp_: the out-of-place form broadcasts
+        assert corenn.zeros(4).logaddexp(corenn.ones(3, 4)).shape == (3, 4)
+        assert not hasattr(torch.Tensor, "logaddexp_") and not hasattr(corenn.Tensor, "logaddexp_")
+        return
+    for lib in (corenn, torch):
+        for requires_grad in (False, True):
+            x = lib.zeros(4, requires_grad=True) * 1 if requires_grad else lib.zeros(4)
+            with pytest.raises(RuntimeError, match=r"output with shape \[4\] doesn't match the broadcast shape "
+                                                   r"\[3, 4\]"):
+                getattr(x, method)(lib.ones(3, 4))
