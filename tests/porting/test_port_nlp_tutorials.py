@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import string
 
-import numpy as np
 import pytest
 
 import corenn
