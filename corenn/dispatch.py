@@ -148,7 +148,7 @@ XP_NAMES = (
     "argsort", "cumprod", "cumsum", "sum", "unique", "argmax", "bincount", "diff", "isin", "searchsorted",
     # linear algebra
     "einsum", "matmul", "outer", "tensordot", "linalg.qr", "linalg.cholesky", "linalg.det", "linalg.inv",
-    "linalg.pinv", "linalg.slogdet", "linalg.solve", "linalg.svd",
+    "linalg.pinv", "linalg.slogdet", "linalg.solve", "linalg.svd", "linalg.eigh",
     # elementwise (ufuncs, with out= and casting=; add.at and multiply.at for scatter-adds)
     "abs", "add", "add.at", "bitwise_and", "bitwise_or", "bitwise_xor", "ceil", "clip", "cos", "divide",
     "equal", "exp", "exp2", "expm1", "floor", "floor_divide", "fmod", "greater", "greater_equal", "invert",

@@ -310,3 +310,32 @@ def test_svd_lowrank_gradient_by_gradcheck():
         u, s, v = corenn.svd_lowrank(t, q=2, niter=1)
         return (u * s.unsqueeze(-2)) @ v.transpose(-2, -1)
     check_gradients(fn, [a])
+
+
+@pytest.mark.parametrize("options", [{"k": 2}, {"k": 3, "largest": False}, {"k": 1, "tol": 1e-9, "method": "basic"}])
+def test_lobpcg_matches_torch(options):
+    a = _spd(12, 12)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = match_torch(lambda t: corenn.lobpcg(t, **options)[0], lambda t: torch.lobpcg(t, **options)[0], [a],
+                           torch, rtol=1e-8, atol=1e-7)
+    values, vectors = corenn.lobpcg(corenn.tensor(a), **options)
+    _, theirs = torch.lobpcg(torch.tensor(a), **options)
+    np.testing.assert_allclose(np.abs((vectors.numpy() * theirs.numpy()).sum(0)), 1.0, atol=1e-7)  # up to sign
+    assert ours[0].shape == values.shape
+    check_gradients(lambda t: corenn.lobpcg(t, **options)[0], [a])
+
+
+def test_lobpcg_generalized_and_errors():
+    a, b = _spd(9, 9), _spd(9, 9)
+    values, vectors = corenn.lobpcg(corenn.tensor(a), 2, corenn.tensor(b))
+    theirs, _ = torch.lobpcg(torch.tensor(a), 2, torch.tensor(b))
+    np.testing.assert_allclose(values.numpy(), theirs.numpy(), rtol=1e-8)
+    np.testing.assert_allclose(vectors.numpy().T @ b @ vectors.numpy(), np.eye(2), atol=1e-10)  # B-orthonormal
+    check_gradients(lambda t, u: corenn.lobpcg(t, 2, u)[0], [a, b])
+    for lib in (corenn, torch):
+        with pytest.raises(ValueError):
+            lib.lobpcg(lib.tensor(a), 4)  # fewer than 3 x 4 rows
+    with pytest.raises(NotImplementedError, match="tracker"):
+        corenn.lobpcg(corenn.tensor(a), 1, tracker=lambda worker: None)

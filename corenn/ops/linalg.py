@@ -1319,6 +1319,85 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     return svd_lowrank(A - A.mean(dim=-2, keepdim=True), q, niter=niter)
 
 
+@kernel("eigh", "LinalgEighBackward0")
+class Eigh(Op):
+    """Eigenvalues (ascending) and eigenvectors of symmetric matrices, the solver behind ``lobpcg``."""
+
+    num_outputs = 2
+
+    @staticmethod
+    def forward(ctx, a):
+        values, vectors = ctx.xp.linalg.eigh(a)
+        ctx.save_for_backward(values, vectors)
+        return values, vectors
+
+    @staticmethod
+    def backward(ctx, grads):
+        # PyTorch's linalg_eig_backward for Hermitian input: V (diag(gL) + skew(V^T gV) / E) V^T, E_ij = L_j - L_i
+        values, vectors = ctx.saved
+        xp = ctx.xp
+        grad_values, grad_vectors = grads
+        n = values.shape[-1]
+        diagonal = xp.arange(n)
+        inner_ = xp.zeros(vectors.shape, dtype=vectors.dtype)
+        if grad_vectors is not None:
+            projected = xp.matmul(_mT(xp, vectors), grad_vectors)
+            gaps = values[..., None, :] - values[..., :, None]
+            gaps[..., diagonal, diagonal] = 1
+            inner_ = 0.5 * (projected - _mT(xp, projected)) / gaps
+        if grad_values is not None:
+            inner_[..., diagonal, diagonal] = grad_values
+        return xp.matmul(vectors, xp.matmul(inner_, _mT(xp, vectors)))
+
+
+def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, largest=None, method=None,
+           tracker=None, ortho_iparams=None, ortho_fparams=None, ortho_bparams=None):
+    """The ``k`` largest (or smallest) eigenpairs ``(E, X)`` of a symmetric ``A``, or of ``A x = e B x``.
+
+    ``torch.lobpcg``'s problem, solved exactly: corenn takes a dense symmetric eigensolver (after a
+    Cholesky change of variables for ``B``) where LOBPCG iterates, so ``X`` (the start),
+    ``niter``, ``tol``, ``iK``, ``method`` and the ``ortho_*`` settings, which steer the
+    iteration, leave the exact answer as it is; a ``tracker`` (called per iteration) raises
+    NotImplementedError. Values and gradients are those of the converged eigenpairs, with
+    ``A`` (and ``B``) symmetrised first, as PyTorch does.
+    """
+    from corenn.ops.movement import flip, narrow
+    if not isinstance(A, Tensor):
+        raise not_tensors(A=A)
+    if A.ndim < 2 or A.shape[-2] != A.shape[-1]:
+        raise ValueError(named(f"A must be square, got shape {list(A.shape)}"))
+    _floating(A, "lobpcg")
+    if tracker is not None:
+        raise NotImplementedError(named("lobpcg(): tracker is not supported: corenn solves the problem directly, "
+                                        "without iterations to track"))
+    if B is not None:
+        if not isinstance(B, Tensor):
+            raise not_tensors(B=B)
+        if B.shape != A.shape:
+            raise ValueError(named(f"A and B must have same shape, got {list(A.shape)} vs {list(B.shape)}"))
+    if X is not None and not isinstance(X, Tensor):
+        raise not_tensors(X=X)
+    m = A.shape[-1]
+    k = (1 if X is None else X.shape[-1]) if k is None else check_int(k, "k")
+    n = (k if n is None else check_int(n, "n")) if X is None else X.shape[-1]
+    if m < 3 * n:
+        raise ValueError(named(f"LOBPCG algorithm is not applicable when the number of A rows (={m}) is smaller "
+                               f"than 3 x the number of requested eigenpairs (={n})"))
+    if method not in (None, "basic", "ortho"):
+        raise ValueError(named(f"lobpcg(): method must be 'basic' or 'ortho', got {method!r}"))
+    symmetric = (A + A.mT) / 2
+    if B is None:
+        values, vectors = run("eigh", symmetric)
+    else:
+        factor = cholesky((B + B.mT) / 2)
+        inverse_factor = inverse(factor)
+        values, vectors = run("eigh", matmul(matmul(inverse_factor, symmetric), inverse_factor.mT))
+        vectors = matmul(inverse_factor.mT, vectors)
+    if largest is None or largest:
+        values, vectors = flip(values, (-1,)), flip(vectors, (-1,))
+    return narrow(values, -1, 0, k), narrow(vectors, -1, 0, k)
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)

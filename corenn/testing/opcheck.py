@@ -1165,7 +1165,17 @@ _LINALG_BREADTH = [
     # the QR step of svd_lowrank (corenn has no public qr); numpy's Householder QR has LAPACK's signs
     OpCase("qr", lambda lib, x: tuple(lib.ops.linalg.run("qr", x)), [Float((2, 4, 3))], torch=False,
            ref=lambda a: tuple(np.linalg.qr(a)), **_L),
+    # the solver of lobpcg (corenn has no public eigh): eigenvalues and the sign-free squares of the vectors
+    OpCase("eigh", lambda lib, x: _eigh_invariant(lib.ops.linalg.run("eigh", x + x.transpose(-2, -1))),
+           [Float((2, 4, 4))], torch=False, ref=lambda a: _eigh_invariant(np.linalg.eigh(a + np.swapaxes(a, -1, -2))),
+           **_L),
 ]
+
+
+def _eigh_invariant(pair):
+    values, vectors = pair
+    return values, vectors * vectors
+
 
 _SCATTER_REDUCE = [
     OpCase("scatter_reduce", lambda lib, x, i, s, reduce=reduce, include_self=include_self:
