@@ -177,3 +177,26 @@ def test_stft_errors_match_torch():
         corenn.stft(x, 8, return_complex=True)
     with pytest.warns(UserWarning):
         assert x.stft(8, return_complex=False).shape == tuple(torch.ones(16).stft(8, return_complex=False).shape)
+
+
+def test_from_file_matches_torch(tmp_path):
+    path = tmp_path / "values.bin"
+    np.arange(6, dtype=np.float32).tofile(path)
+    for kwargs in ({"shared": False, "size": 4}, {"size": 6, "dtype": "float32"}, {"size": 2, "dtype": "float64"},
+                   {}):
+        ours_kwargs = {k: getattr(corenn, v) if k == "dtype" else v for k, v in kwargs.items()}
+        theirs_kwargs = {k: getattr(torch, v) if k == "dtype" else v for k, v in kwargs.items()}
+        ours, theirs = corenn.from_file(str(path), **ours_kwargs), torch.from_file(str(path), **theirs_kwargs)
+        assert ours.tolist() == theirs.tolist() and str(ours.dtype)[7:] == str(theirs.dtype)[6:]
+    shared = corenn.from_file(str(path), shared=True, size=6)
+    shared[0] = 42.0
+    assert np.fromfile(path, dtype=np.float32)[0] == 42.0  # the tensor maps the file
+    private = corenn.from_file(str(path), size=6)
+    private[1] = 7.0
+    assert np.fromfile(path, dtype=np.float32)[1] == 1.0
+    assert isinstance((shared + 1).numpy(), np.ndarray) and type((shared + 1).numpy()) is np.ndarray
+    for lib in (corenn, torch):
+        with pytest.raises(RuntimeError, match="smaller than"):
+            lib.from_file(str(path), size=10)
+        with pytest.raises(RuntimeError, match="unable to open"):
+            lib.from_file(str(tmp_path / "missing.bin"), size=1)

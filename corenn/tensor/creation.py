@@ -402,5 +402,41 @@ def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_g
                          requires_grad=requires_grad)
 
 
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None, pin_memory=False,
+              requires_grad=False):
+    """``size`` elements of ``dtype`` read from the start of a file (``torch.from_file``).
+
+    ``shared=True`` maps the file, so writes to the tensor go to the file; otherwise the tensor
+    holds a private copy.
+    """
+    size = check_int(size, "size")
+    if size < 0:
+        raise RuntimeError(named(f"size must be non-negative, got {size}"))
+    dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
+    itemsize = _np.dtype(dtype.numpy).itemsize
+    path = str(filename)
+    import os
+    try:
+        length = os.path.getsize(path)
+    except OSError as error:
+        mode = "read-write" if shared else "read-only"
+        raise RuntimeError(named(f"unable to open file <{path}> in {mode} mode: {error.strerror} ({error.errno})")) \
+            from None
+    if length < size * itemsize:
+        raise RuntimeError(named(f"file <{path}> size <{length}> is smaller than the required mapping size "
+                                 f"<{size * itemsize}>"))
+    if size == 0:
+        array = _np.empty(0, dtype=dtype.numpy)
+    elif shared:
+        # a plain ndarray over the mapping (its base keeps the file mapped): results of ops stay plain arrays
+        array = _np.memmap(path, dtype=dtype.numpy, mode="r+", shape=(size,)).view(_np.ndarray)
+    else:
+        array = _np.fromfile(path, dtype=dtype.numpy, count=size)
+    target, _ = _place(device)
+    if target is not _tensor_module._CPU:
+        return _make(array, _tensor_module._CPU, False).to(target).requires_grad_(requires_grad)
+    return _make(array, target, requires_grad)
+
+
 __all__ += ["hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window", "empty_strided",
-            "empty_permuted", "asarray", "frombuffer", "fill", "fill_", "zero_", "range"]
+            "empty_permuted", "asarray", "frombuffer", "fill", "fill_", "zero_", "range", "from_file"]
