@@ -48,7 +48,7 @@ from corenn.ops.nn_functions import dropout, embedding  # noqa: E402,F401
 from corenn.tensor.creation import *  # noqa: E402,F401,F403
 from corenn.tensor.printing import set_printoptions  # noqa: E402,F401
 from corenn.tensor.random import (Generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401
-                                  set_rng_state, bernoulli, multinomial, normal, poisson, rand, rand_like, randint,
+                                  set_rng_state, bernoulli, binomial, multinomial, normal, poisson, rand, rand_like, randint,
                                   randint_like, randn, randn_like, randperm)
 from corenn.tensor import random as _random  # noqa: E402
 

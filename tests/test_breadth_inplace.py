@@ -295,14 +295,8 @@ def test_bernoulli_and_multinomial_methods():
     assert again.tolist() == distinct.tolist()
 
 
-def _binomial():
-    """``corenn.binomial`` (``corenn.tensor.random.binomial`` until the package's import list names it)."""
-    from corenn.tensor import random
-    return getattr(corenn, "binomial", random.binomial)
-
-
 def test_binomial_has_binomial_moments(torch):
-    binomial = _binomial()
+    binomial = corenn.binomial
     generator = corenn.Generator().manual_seed(9)
     count = corenn.tensor([[10.0], [2.5], [-3.0]], dtype=corenn.float64).expand(3, 20000)
     prob = corenn.tensor([0.3], dtype=corenn.float64)
