@@ -413,11 +413,3 @@ def test_data_parallel_without_accelerators_wraps_the_module_as_torch():
     np.testing.assert_allclose(ours(corenn.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(),
                                rtol=1e-6)
 
-
-def test_assert_int_or_pair_as_torch():
-    for arg in (3, (3, 3), [1, 2]):
-        F.assert_int_or_pair(arg, "kernel_size", "{} bad")
-        TF.assert_int_or_pair(arg, "kernel_size", "{} bad")
-    for lib in (F, TF):
-        with pytest.raises(AssertionError, match="kernel_size must be an int or a pair"):
-            lib.assert_int_or_pair((1, 2, 3), "kernel_size", "{} must be an int or a pair")

@@ -1658,7 +1658,8 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
 # Max pooling with indices under their own names, and max unpooling (its partial inverse)
 # ---------------------------------------------------------------------------------------------------------
 
-from corenn.ops.pooling import _max_poolnd, _max_unpoolnd, max_pool1d_with_indices  # noqa: E402,F401
+from corenn.ops.pooling import (_adaptive_max_poolnd, _max_poolnd, _max_unpoolnd,  # noqa: E402,F401
+                                max_pool1d_with_indices)
 
 
 def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -1687,7 +1688,7 @@ def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
         >>> F.adaptive_max_pool1d_with_indices(corenn.tensor([[[1., 4., 2., 3.]]]), 2)[1].tolist()
         [[[1, 3]]]
     """
-    return adaptive_max_pool1d(input, output_size, return_indices=True)
+    return _adaptive_max_poolnd(input, output_size, True, 1, "adaptive_max_pool1d_with_indices")
 
 
 def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
@@ -1696,7 +1697,7 @@ def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
         >>> F.adaptive_max_pool2d_with_indices(corenn.arange(16.).reshape(1, 1, 4, 4), 1)[1].flatten().tolist()
         [15]
     """
-    return adaptive_max_pool2d(input, output_size, return_indices=True)
+    return _adaptive_max_poolnd(input, output_size, True, 2, "adaptive_max_pool2d_with_indices")
 
 
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
@@ -1705,7 +1706,7 @@ def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
         >>> F.adaptive_max_pool3d_with_indices(corenn.arange(8.).reshape(1, 1, 2, 2, 2), 1)[1].flatten().tolist()
         [7]
     """
-    return adaptive_max_pool3d(input, output_size, return_indices=True)
+    return _adaptive_max_poolnd(input, output_size, True, 3, "adaptive_max_pool3d_with_indices")
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
@@ -1806,10 +1807,21 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     op = "multi_head_attention_forward"
     for tensor, name in ((query, "query"), (key, "key"), (value, "value")):
         check_tensor(tensor, name, op)
+    # PyTorch's shape checks (_mha_shape_check) raise AssertionError
     batched = query.ndim == 3
-    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+    if query.ndim not in (2, 3):
         raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query "
-                             f"tensor, with {key.ndim}-D key and {value.ndim}-D value")
+                             f"tensor")
+    kind = "batched (3-D)" if batched else "unbatched (2-D)"
+    if key.ndim != query.ndim or value.ndim != query.ndim:
+        raise AssertionError(f"For {kind} `query`, expected `key` and `value` to be {query.ndim}-D but found "
+                             f"{key.ndim}-D and {value.ndim}-D tensors respectively")
+    if key_padding_mask is not None and key_padding_mask.ndim != query.ndim - 1:
+        raise AssertionError(f"For {kind} `query`, expected `key_padding_mask` to be `None` or {query.ndim - 1}-D "
+                             f"but found {key_padding_mask.ndim}-D tensor instead")
+    if attn_mask is not None and attn_mask.ndim not in (2, 3):
+        raise AssertionError(f"For {kind} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+                             f"{attn_mask.ndim}-D tensor instead")
     if not batched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         if key_padding_mask is not None:
@@ -1973,6 +1985,10 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
                                   "options=None")
     check_tensor(input, "input", "linear_cross_entropy")
     check_tensor(linear_weight, "linear_weight", "linear_cross_entropy")
+    check_tensor(target, "target", "linear_cross_entropy")
+    if not input.dtype.is_floating_point or linear_weight.dtype != input.dtype:
+        raise RuntimeError(f"linear_cross_entropy(): expected a floating point input and a linear_weight of its "
+                           f"dtype, got {input.dtype} and {linear_weight.dtype}")
     if input.ndim < 1 or input.ndim > 2:
         raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.ndim}")
     if linear_weight.ndim < 2:
@@ -1998,12 +2014,3 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     return cross_entropy(logits, target, weight=weight, reduction=reduction,
                          ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)
 
-
-def assert_int_or_pair(arg, arg_name, message):
-    """AssertionError with ``message.format(arg_name)`` unless ``arg`` is an int or has two elements (PyTorch's
-    argument helper, kept for code that calls it).
-
-        >>> F.assert_int_or_pair((3, 3), "kernel_size", "{} must be an int or a pair")
-    """
-    if not (isinstance(arg, int) or len(arg) == 2):
-        raise AssertionError(message.format(arg_name))

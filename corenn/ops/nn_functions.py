@@ -109,7 +109,10 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
         [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
     padding_idx = check_int(padding_idx, "padding_idx")
-    return _functional().embedding(indices, weight, padding_idx if padding_idx >= 0 else None,
+    check_tensor(weight, "weight", "embedding")
+    # ATen takes any padding_idx: one that no row has (negative, or past the end) pads nothing
+    inside = 0 <= padding_idx < (weight.shape[0] if weight.ndim else 0)
+    return _functional().embedding(indices, weight, padding_idx if inside else None,
                                    scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
 
 
@@ -139,9 +142,9 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     ``offsets``; ``mode`` 0 sum, 1 mean, 2 max. ``output`` is :func:`corenn.nn.functional.embedding_bag`'s.
 
     The other three are what PyTorch's CPU kernel returns for its backward: ``offset2bag`` (each index's
-    bag; empty in sum mode without ``padding_idx`` below float64, PyTorch's fast path), ``bag_size`` (indices per bag, padding left out; zeros
-    of ``offsets``' length in sum mode) and ``max_indices`` (per bag and feature, the row that won in max
-    mode; ``bag_size`` again in mean mode; zeros in sum mode).
+    bag; empty in sum mode without ``padding_idx`` below float64, PyTorch's fast path), ``bag_size``
+    (indices per bag, padding left out; zeros of ``offsets``' length in sum mode) and ``max_indices`` (per
+    bag and feature, the row that won in max mode; ``bag_size`` again in mean mode; zeros in sum mode).
 
         >>> out, offset2bag, bag_size, _ = corenn.embedding_bag(corenn.eye(3), corenn.tensor([0, 1, 2]),
         ...                                                     corenn.tensor([0, 2]), mode=1)
@@ -152,7 +155,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
 
     import corenn
     modes = {0: "sum", 1: "mean", 2: "max"}
-    if mode not in modes:
+    check_tensor(weight, "weight", "embedding_bag")
+    if not isinstance(mode, int) or mode not in modes:
         raise RuntimeError(f"embedding_bag(): mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
     check_tensor(indices, "indices", "embedding_bag")
     check_tensor(offsets, "offsets", "embedding_bag")
@@ -199,11 +203,9 @@ def _channel_dropout(input, p, train, inplace, op):
     from corenn.ops.dropout import _keep_mask
     from corenn.ops._kernel import run
     check_tensor(input, "input", op)
-    p = check_number(p, "p")
-    if not 0.0 <= p <= 1.0:
-        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+    p = _checked_p(p, op)
     if input.ndim < 2:
-        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        raise RuntimeError(f"{op}(): Feature dropout requires at least 2 dimensions in the input")
     if not train or p == 0.0 or input.numel() == 0:
         return input
     mask = _keep_mask(input, p, shape=tuple(input.shape[:2]) + (1,) * (input.ndim - 2))
@@ -211,10 +213,10 @@ def _channel_dropout(input, p, train, inplace, op):
     return input._inplace_from(out) if inplace else out
 
 
-def _checked_p(p):
+def _checked_p(p, op):
     p = check_number(p, "p")
     if not 0.0 <= p <= 1.0:
-        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+        raise RuntimeError(f"{op}(): dropout probability has to be between 0 and 1, but got {p}")
     return p
 
 
@@ -224,12 +226,12 @@ def dropout(input, p, train):
         >>> corenn.dropout(corenn.ones(3), 0.5, False).tolist()
         [1.0, 1.0, 1.0]
     """
-    return _functional().dropout(input, _checked_p(p), train)
+    return _functional().dropout(input, _checked_p(p, "dropout"), train)
 
 
 def dropout_(input, p, train):
     """In-place :func:`dropout`."""
-    return _functional().dropout(input, _checked_p(p), train, inplace=True)
+    return _functional().dropout(input, _checked_p(p, "dropout_"), train, inplace=True)
 
 
 def feature_dropout(input, p, train):
@@ -252,12 +254,12 @@ def alpha_dropout(input, p, train):
         >>> corenn.alpha_dropout(corenn.ones(3), 0.5, False).tolist()
         [1.0, 1.0, 1.0]
     """
-    return _functional().alpha_dropout(input, _checked_p(p), train)
+    return _functional().alpha_dropout(input, _checked_p(p, "alpha_dropout"), train)
 
 
 def alpha_dropout_(input, p, train):
     """In-place :func:`alpha_dropout`."""
-    return _functional().alpha_dropout(input, _checked_p(p), train, inplace=True)
+    return _functional().alpha_dropout(input, _checked_p(p, "alpha_dropout_"), train, inplace=True)
 
 
 def feature_alpha_dropout(input, p, train):
@@ -266,12 +268,13 @@ def feature_alpha_dropout(input, p, train):
         >>> corenn.feature_alpha_dropout(corenn.ones(2, 3, 4), 0.5, False).shape
         corenn.Size([2, 3, 4])
     """
-    return _functional().feature_alpha_dropout(input, _checked_p(p), train)
+    return _functional().feature_alpha_dropout(input, _checked_p(p, "feature_alpha_dropout"), train)
 
 
 def feature_alpha_dropout_(input, p, train):
     """In-place :func:`feature_alpha_dropout`."""
-    return _functional().feature_alpha_dropout(input, _checked_p(p), train, inplace=True)
+    p = _checked_p(p, "feature_alpha_dropout_")
+    return _functional().feature_alpha_dropout(input, p, train, inplace=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -564,6 +567,8 @@ def norm_except_dim(v, pow=2, dim=0):
     dim = check_int(dim, "dim")
     if dim == -1:
         return v.norm(pow)
+    if v.ndim == 0:
+        raise IndexError(f"norm_except_dim(): Dimension specified as {dim} but tensor has no dimensions")
     if dim == 0:
         shape = [v.shape[0]] + [1] * (v.ndim - 1)
         return v.reshape(v.shape[0], -1).norm(pow, 1).reshape(shape)

@@ -12,7 +12,7 @@ import itertools
 import numbers
 
 from corenn.kernels import pool_output_size
-from corenn._argcheck import check_int, check_ints, named, type_name
+from corenn._argcheck import check_int, check_ints, check_number, named, type_name
 from corenn.ops._kernel import Op, check_tensor, kernel, run
 
 
@@ -627,8 +627,8 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
 
 
-def _adaptive_max_poolnd(input, output_size, return_indices, n):
-    op = f"adaptive_max_pool{n}d"
+def _adaptive_max_poolnd(input, output_size, return_indices, n, op=None):
+    op = op or f"adaptive_max_pool{n}d"
     input, unbatched = _check_pool_input(input, n, op)
     if isinstance(output_size, numbers.Integral) or output_size is None:
         output_size = (output_size,) * n
@@ -718,7 +718,7 @@ def _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, n):
                            f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
     kernel_dims = max(n, 2)  # PyTorch unpools 1-d input as 2-d with a trailing size-1 dim
     if input.ndim not in (kernel_dims + 1, kernel_dims + 2) and n > 1 or n == 1 and input.ndim not in (2, 3):
-        raise RuntimeError(f"Input to max_unpooling{kernel_dims}d should be a {kernel_dims + 1}d or "
+        raise RuntimeError(f"{op}(): Input to max_unpooling{kernel_dims}d should be a {kernel_dims + 1}d or "
                            f"{kernel_dims + 2}d Tensor, but got a tensor with {input.ndim} dimensions.")
     unbatched = input.ndim == n + 1
     if unbatched:
@@ -733,22 +733,23 @@ def _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, n):
 
 def _fractional_max_poolnd(input, kernel_size, output_size, output_ratio, return_indices, random_samples, n):
     import corenn
-    op = f"fractional_max_pool{n}d"
+    op = f"fractional_max_pool{n}d"  # PyTorch's messages name the op, also from the *_with_indices functions
     check_tensor(input, "input", op)
     kernel_size = _tuple(kernel_size, n, "kernel_size", op)
     if output_size is None and output_ratio is None:
         raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
     if output_size is None:
         ratios = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * n
+        ratios = [check_number(ratio, "output_ratio") for ratio in ratios]
         output_size = [int(size * ratio) for size, ratio in zip(input.shape[-n:], ratios)]
     output_size = _tuple(output_size, n, "output_size", op)
     if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"{op}(): Expected {n + 1}D or {n + 2}D tensor, but got: {list(input.shape)}")
+        raise RuntimeError(f"{op}(): Expected {n + 1}D or {n + 2}D tensor for input, but got: {list(input.shape)}")
     if any(s == 0 for s in input.shape[1:]):
         raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got "
                            f"{list(input.shape)}")
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"{op}\" not implemented for '{input.dtype}'")
+        raise RuntimeError(f"\"{op}\" not implemented for an input of dtype '{input.dtype}'")
     names = ("height", "width") if n == 2 else ("time", "height", "width")
     for name, size, k, out in zip(names, input.shape[-n:], kernel_size, output_size):
         # PyTorch's 2-d check allows windows up to the last element, its 3-d one stops one short

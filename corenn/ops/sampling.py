@@ -211,10 +211,10 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         >>> F.grid_sample(image, corenn.zeros(1, 1, 1, 2), align_corners=True).item()
         1.5
     """
-    if mode not in _MODES:
+    if not isinstance(mode, str) or mode not in _MODES:
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
                          f"but got: '{mode}'")
-    if padding_mode not in _PADDING_MODES:
+    if not isinstance(padding_mode, str) or padding_mode not in _PADDING_MODES:
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
                          f"'reflection', but got: '{padding_mode}'")
     return _grid_sample(input, grid, mode, padding_mode, _align_corners_default(align_corners), "grid_sample")
@@ -227,9 +227,12 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
         >>> corenn.grid_sampler(corenn.ones(1, 1, 2, 2), corenn.zeros(1, 1, 1, 2), 0, 0, False).item()
         1.0
     """
+    check_tensor(input, "input", "grid_sampler")
+    check_tensor(grid, "grid", "grid_sampler")
     modes = {v: k for k, v in _MODES.items()}
     paddings = {v: k for k, v in _PADDING_MODES.items()}
-    if interpolation_mode not in modes or padding_mode not in paddings:
+    if not (isinstance(interpolation_mode, int) and isinstance(padding_mode, int)) \
+            or interpolation_mode not in modes or padding_mode not in paddings:
         raise RuntimeError(f"grid_sampler(): interpolation_mode must be 0, 1 or 2 and padding_mode 0, 1 or 2, got "
                            f"{interpolation_mode} and {padding_mode}")
     return _grid_sample(input, grid, modes[interpolation_mode], paddings[padding_mode], bool(align_corners),
@@ -274,6 +277,15 @@ def affine_grid_generator(theta, size, align_corners):
         [[[[-1.0, -1.0], [1.0, -1.0]], [[-1.0, 1.0], [1.0, 1.0]]]]
     """
     import corenn
+    from corenn._argcheck import check_ints
+    check_tensor(theta, "theta", "affine_grid_generator")
+    size = list(check_ints(size, "size"))
+    if len(size) not in (4, 5) or theta.ndim != 3 or tuple(theta.shape[1:]) != (len(size) - 2, len(size) - 1):
+        raise RuntimeError(f"affine_grid_generator(): expected theta of shape (N, {max(len(size) - 2, 0)}, "
+                           f"{max(len(size) - 1, 0)}) for a size of 4 or 5 ints, got theta of shape "
+                           f"{list(theta.shape)} and size {size}")
+    if not theta.dtype.is_floating_point:
+        raise RuntimeError(f"affine_grid_generator(): expected a floating point theta, got {theta.dtype}")
     spatial = list(size[2:])
     dims = len(spatial)
     # base grid (*spatial, dims + 1): x, y(, z) then 1, x varying along the last spatial dim
@@ -297,7 +309,8 @@ def affine_grid(theta, size, align_corners=None):
     align_corners = _align_corners_default(align_corners)
     if not theta.dtype.is_floating_point:
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
-    given, size = size, list(size)
+    from corenn._argcheck import check_ints
+    given, size = size, list(check_ints(size, "size"))
     if len(size) == 4:
         if theta.ndim != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
             raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {given}. "
