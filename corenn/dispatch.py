@@ -157,7 +157,7 @@ XP_NAMES = (
     "multiply", "multiply.at", "nan_to_num", "negative", "not_equal", "remainder", "right_shift", "round",
     "sign", "signbit", "sin", "sqrt", "subtract", "tan", "tanh", "trunc",
     # running and scattered reductions (logcumsumexp, scatter_reduce), the Bessel function of windows
-    "logaddexp.accumulate", "maximum.at", "minimum.at", "i0",
+    "logaddexp.accumulate", "maximum.accumulate", "maximum.at", "minimum.at", "i0", "sort",
     # more pointwise math (inverse trigonometric and hyperbolic, atan2, hypot, copysign, fmax, frexp, ...)
     "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "sinh", "cosh", "copysign", "fmax",
     "fmin", "frexp", "hypot", "logaddexp2", "nextafter",

@@ -142,14 +142,16 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     moved = _last(xp, input._data, axis)
     order = xp.argsort(moved, axis=-1, kind="stable")
     chosen = order[..., k - 1].copy()
-    # Among equal values PyTorch reports the index its quickselect lands on: replay it on the rows
-    # where the k-th value is tied (any index is right elsewhere).
     rows, picks = moved.reshape(-1, moved.shape[-1]), chosen.reshape(-1)
-    values = xp.take_along_axis(rows, picks[:, None], -1)
-    tied = ((rows == values).sum(axis=-1) > 1) | xp.isnan(values[:, 0]) if rows.dtype.kind in "fV" else \
-        (rows == values).sum(axis=-1) > 1
-    for r in xp.nonzero(tied)[0].tolist():
-        picks[r] = _quickselect_index(rows[r].tolist(), k - 1)
+    if input._device.type == "cpu":
+        # Among equal values PyTorch's CPU kernel reports the index its quickselect lands on: replay it
+        # on the rows where the k-th value is tied (any index is right elsewhere; CUDA's differs anyway).
+        values = xp.take_along_axis(rows, picks[:, None], -1)
+        tied = (rows == values).sum(axis=-1) > 1
+        if rows.dtype.kind in "fV":
+            tied |= xp.isnan(values[:, 0])
+        for r in xp.nonzero(tied)[0].tolist():
+            picks[r] = _quickselect_index(rows[r].tolist(), k - 1)
     positions = xp.moveaxis(picks.reshape(chosen.shape)[..., None], -1, axis)
     return return_types.kthvalue(*_select(input, axis, positions, keepdim))
 
@@ -202,18 +204,28 @@ def _quickselect_index(values, k):
 
 
 def mode(input, dim=-1, keepdim=False):
-    """The most frequent value along ``dim`` (the smallest among equally frequent) and its last index."""
+    """The most frequent value along ``dim`` (the smallest among equally frequent) and its last index.
+
+    The last index is PyTorch's for slices of up to 16 elements; for longer ones PyTorch's CPU kernel
+    reports wherever its (unstable) ``std::sort`` left the run's last element.
+    """
     axis = _reduction_axis(input, dim, "mode")
     if input.ndim == 0:
         return _scalar_pair("mode", input)
     xp = input._device._xp
     moved = _last(xp, input._data, axis)
     rows = moved.reshape(-1, moved.shape[-1])
-    positions = xp.zeros(rows.shape[0], dtype=xp.int64)
-    for r in range(rows.shape[0]):
-        values, counts = xp.unique(rows[r], return_counts=True)  # sorted: argmax picks the smallest of the ties
-        most = values[xp.argmax(counts)]
-        positions[r] = rows.shape[1] - 1 - xp.argmax((rows[r] == most)[::-1])
+    size = rows.shape[1]
+    # Runs of equal values in each sorted row: the first run to reach the longest length holds the
+    # smallest of the most frequent values.
+    ordered = xp.sort(rows, axis=1)
+    starts = xp.concatenate([xp.ones((rows.shape[0], 1), dtype=bool), ordered[:, 1:] != ordered[:, :-1]], axis=1)
+    places = xp.arange(size)
+    run_start = xp.maximum.accumulate(xp.where(starts, places, 0), axis=1)
+    run_length = places - run_start + 1
+    first_longest = xp.argmax(run_length == run_length.max(axis=1, keepdims=True), axis=1)
+    most = xp.take_along_axis(ordered, first_longest[:, None], 1)
+    positions = size - 1 - xp.argmax(xp.flip(rows == most, 1), axis=1)  # its last occurrence, as PyTorch
     positions = xp.moveaxis(positions.reshape(moved.shape[:-1] + (1,)), -1, axis)
     return return_types.mode(*_select(input, axis, positions, keepdim))
 
