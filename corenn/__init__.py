@@ -75,6 +75,8 @@ def __getattr__(name):
         return getattr(importlib.import_module("corenn.backends.cuda"), name)
     if name == "compile":  # torch.compile's spelling; corenn.compiler loads on first use
         return importlib.import_module("corenn.compiler").compile
+    if name == "autocast":  # torch.autocast is torch.amp.autocast; programs spell it both ways
+        return importlib.import_module("corenn.amp").autocast
     if name in ("save", "load"):
         serialization = importlib.import_module("corenn.serialization")
         return getattr(serialization, name)

@@ -77,3 +77,13 @@ def test_step_lr_takes_a_float_step_size(torch):
     for bad in (0, -1, True, "1"):
         with pytest.raises(ValueError, match="step_size must be a positive"):
             corenn.optim.lr_scheduler.StepLR(corenn.optim.SGD([corenn.nn.Parameter(corenn.zeros(2))], lr=1), bad)
+
+
+def test_autocast_at_the_top_level(torch):
+    # the AMP recipe: with torch.autocast(device_type=device, dtype=torch.float16): ...
+    import corenn
+    assert corenn.autocast is corenn.amp.autocast and torch.autocast is torch.amp.autocast
+    x, w = corenn.ones(2, 3), corenn.ones(4, 3)
+    with corenn.autocast(device_type="cpu", dtype=corenn.bfloat16):
+        assert corenn.nn.functional.linear(x, w).dtype is corenn.bfloat16
+    assert corenn.nn.functional.linear(x, w).dtype is corenn.float32
