@@ -139,3 +139,18 @@ def test_dtype_and_errors():
         nn.LazyConv1d(4, 3, groups=2)(corenn.randn(1, 3, 5))
     with pytest.raises(TypeError, match="initialize_parameters\\(\\) takes 2 positional arguments"):
         nn.LazyLinear(2)(corenn.randn(1, 2), 5)
+
+
+def test_lazy_modules_deepcopy_and_pickle_uninitialized():
+    import copy
+    import pickle
+    original = nn.LazyConv2d(4, 3, dtype=corenn.float64)
+    copied, unpickled = copy.deepcopy(original), pickle.loads(pickle.dumps(original))
+    for clone in (copied, unpickled):
+        assert type(clone.weight) is nn.UninitializedParameter and clone.weight is not original.weight
+        assert clone.weight.dtype == corenn.float64
+        clone(corenn.randn(1, 2, 5, 5, dtype=corenn.float64))
+        assert type(clone) is nn.Conv2d and clone.weight.shape == (4, 2, 3, 3)
+    assert type(original) is nn.LazyConv2d and original.has_uninitialized_params()
+    buffer = copy.deepcopy(nn.UninitializedBuffer(persistent=False))
+    assert type(buffer) is nn.UninitializedBuffer and buffer.persistent is False

@@ -100,8 +100,26 @@ class UninitializedTensorMixin:
 
     __str__ = __repr__
 
+    def _recipe(self):
+        # plain values (dtype by name, device as text): what pickle and deepcopy rebuild it from
+        return (type(self), self.requires_grad, str(self.device), str(self.dtype).split(".")[-1],
+                getattr(self, "persistent", True))
+
     def __reduce_ex__(self, protocol):
-        return (type(self), (self.requires_grad, self.device, self.dtype))
+        return (_rebuild_uninitialized, self._recipe())
+
+    def __deepcopy__(self, memo):
+        copied = _rebuild_uninitialized(*self._recipe())
+        memo[id(self)] = copied
+        return copied
+
+
+def _rebuild_uninitialized(cls, requires_grad, device, dtype_name, persistent):
+    """An uninitialized parameter or buffer like the one pickled or deep-copied (it has no values to copy)."""
+    dtype = getattr(corenn, dtype_name)
+    if cls is UninitializedBuffer or issubclass(cls, UninitializedBuffer):
+        return cls(requires_grad, device=device, dtype=dtype, persistent=persistent)
+    return cls(requires_grad, device=device, dtype=dtype)
 
 
 class UninitializedParameter(UninitializedTensorMixin, Parameter):
