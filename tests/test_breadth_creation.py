@@ -200,3 +200,20 @@ def test_from_file_matches_torch(tmp_path):
             lib.from_file(str(path), size=10)
         with pytest.raises(RuntimeError, match="unable to open"):
             lib.from_file(str(tmp_path / "missing.bin"), size=1)
+
+
+def test_legacy_new_matches_torch():
+    ours, theirs = corenn.ones(2, dtype=corenn.float64), torch.ones(2, dtype=torch.float64)
+    for args in ((2, 3), (), ([1, 2],), ((1, 2),)):
+        a, b = ours.new(*args), theirs.new(*args)
+        assert a.shape == tuple(b.shape) and a.dtype is corenn.float64
+        if args and isinstance(args[0], (list, tuple)):
+            assert a.tolist() == b.tolist()
+    assert ours.new(corenn.Size([3])).shape == (3,)
+    shared = corenn.tensor([1.0, 2.0], dtype=corenn.float64)
+    assert np.shares_memory(ours.new(shared).numpy(), shared.numpy())
+    for lib, x in ((corenn, ours), (torch, theirs)):
+        with pytest.raises(TypeError):
+            x.new(2.5)
+        with pytest.raises(TypeError):
+            x.new(lib.tensor([1, 2]))

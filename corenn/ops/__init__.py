@@ -120,8 +120,9 @@ def _bind_methods(tensor_cls):
     tensor_cls.resize_as_ = layout.resize_as_
     tensor_cls.resize, tensor_cls.resize_as = layout.resize, layout.resize_as
     tensor_cls.as_strided_ = layout.as_strided_
-    from corenn.tensor.creation import new_empty_strided
+    from corenn.tensor.creation import new, new_empty_strided
     tensor_cls.new_empty_strided = new_empty_strided
+    tensor_cls.new = new  # PyTorch's legacy constructor
     for name in ("neg", "abs", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "floor", "ceil", "round", "trunc",
                  "sign", "reciprocal", "sin", "cos", "square", "clamp_min", "clamp_max", "fmod", "remainder",
                  "tril", "triu", "logical_not", "where", "log1p",

@@ -393,6 +393,30 @@ def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,
     return _make(array.astype(dtype.numpy), target, requires_grad)
 
 
+def new(self, *args, device=None):
+    """``Tensor.new``, PyTorch's legacy constructor: this tensor's dtype (and device unless given).
+
+    ``t.new(2, 3)`` or ``t.new(corenn.Size([2, 3]))`` is uninitialised, ``t.new([1, 2])`` copies the
+    data, ``t.new(other)`` with the same dtype shares ``other``'s data, ``t.new()`` is empty.
+    """
+    from corenn.tensor.tensor import Size
+    if not isinstance(self, Tensor):
+        raise not_tensors(self=self)
+    device = self.device if device is None else device
+    if not args:
+        return empty(0, dtype=self.dtype, device=device)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not self.dtype:
+            raise TypeError(named(f"expected a tensor of dtype {self.dtype}, got {args[0].dtype}"))
+        return args[0].detach()
+    if len(args) == 1 and isinstance(args[0], (list, tuple)) and not isinstance(args[0], Size):
+        return _tensor_module.tensor(args[0], dtype=self.dtype, device=device)
+    first = args[0]
+    if len(args) == 1 and (isinstance(first, bool) or not isinstance(first, (numbers.Integral, Size))):
+        raise TypeError(named(f"data must be a sequence (got {type_name(first)})"))
+    return empty(*args, dtype=self.dtype, device=device)
+
+
 def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
                       pin_memory=False):
     """``Tensor.new_empty_strided``: :func:`empty_strided` with this tensor's dtype and device by default."""
