@@ -154,3 +154,10 @@ def test_lazy_modules_deepcopy_and_pickle_uninitialized():
     assert type(original) is nn.LazyConv2d and original.has_uninitialized_params()
     buffer = copy.deepcopy(nn.UninitializedBuffer(persistent=False))
     assert type(buffer) is nn.UninitializedBuffer and buffer.persistent is False
+
+
+def test_nn_parameter_import_path_as_torch():
+    from corenn.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter, is_lazy
+    assert Parameter is nn.Parameter and UninitializedParameter is nn.UninitializedParameter
+    assert is_lazy(UninitializedBuffer()) and not is_lazy(Parameter(corenn.zeros(1)))
+    assert set(torch.nn.parameter.__all__) <= set(corenn.nn.parameter.__all__)
