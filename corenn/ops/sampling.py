@@ -18,10 +18,16 @@ _PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
 _CUBIC_A = -0.75  # PyTorch's cubic convolution constant
 
 
-def _clip(xp, coord, size):
-    """Clamp to [0, size - 1]; the derivative is 0 where clamped (PyTorch: ``clip_coordinates_set_grad``)."""
-    grad = xp.where((coord <= 0) | (coord >= size - 1), 0.0, 1.0)
-    return xp.clip(coord, 0, size - 1), grad
+def _clip(xp, coord, size, volumetric):
+    """Clamp to [0, size - 1]; the derivative is 0 where clamped (PyTorch: ``clip_coordinates_set_grad``).
+
+    A NaN coordinate (a NaN grid point, or an infinite one after reflection) goes where PyTorch's CPU
+    kernels send it: to 0 in 2-d (vectorized min/max), to ``size - 1`` in 3-d (``std::min(size - 1,
+    std::max(x, 0))``, where comparisons with NaN are false).
+    """
+    nan = xp.isnan(coord)
+    grad = xp.where((coord <= 0) | (coord >= size - 1) | nan, 0.0, 1.0)
+    return xp.where(nan, size - 1.0 if volumetric else 0.0, xp.clip(coord, 0, size - 1)), grad
 
 
 def _reflect(xp, coord, twice_low, twice_high):
@@ -37,14 +43,14 @@ def _reflect(xp, coord, twice_low, twice_high):
     return xp.where(even, extra + low, span - extra + low), xp.where(even, sign, -sign)
 
 
-def _padded_coordinates(xp, coord, size, padding_mode, align_corners):
+def _padded_coordinates(xp, coord, size, padding_mode, align_corners, volumetric):
     """PyTorch's ``compute_coordinates``: the source coordinate after the padding mode, and its derivative."""
     if padding_mode == "border":
-        return _clip(xp, coord, size)
+        return _clip(xp, coord, size, volumetric)
     if padding_mode == "reflection":
         twice = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
         coord, grad_reflect = _reflect(xp, coord, *twice)
-        coord, grad_clip = _clip(xp, coord, size)
+        coord, grad_clip = _clip(xp, coord, size, volumetric)
         return coord, grad_reflect * grad_clip
     return coord, xp.ones_like(coord)
 
@@ -70,7 +76,7 @@ def _cubic_weights(xp, t):
     return weights, grads
 
 
-def _taps(xp, coord, size, mode, padding_mode, align_corners):
+def _taps(xp, coord, size, mode, padding_mode, align_corners, volumetric):
     """Per tap of one spatial dim: (integer index, in-bounds mask, weight, d weight / d grid coordinate)."""
     scale = (size - 1) / 2 if align_corners else size / 2
     source = ((coord + 1) / 2) * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2
@@ -80,11 +86,11 @@ def _taps(xp, coord, size, mode, padding_mode, align_corners):
         weights, grads = _cubic_weights(xp, source - base)
         taps = []
         for offset, weight, grad in zip((-1, 0, 1, 2), weights, grads):
-            index, _ = _padded_coordinates(xp, base + offset, size, padding_mode, align_corners)
+            index, _ = _padded_coordinates(xp, base + offset, size, padding_mode, align_corners, volumetric)
             index = index.astype(xp.int64) if padding_mode != "zeros" else (base + offset).astype(xp.int64)
             taps.append((index, (index >= 0) & (index < size), weight, grad * scale))
         return taps
-    source, grad_pad = _padded_coordinates(xp, source, size, padding_mode, align_corners)
+    source, grad_pad = _padded_coordinates(xp, source, size, padding_mode, align_corners, volumetric)
     if mode == "nearest":
         index = xp.rint(source)
         inside = (index >= 0) & (index < size)
@@ -104,7 +110,7 @@ def _combinations(xp, x, grid, mode, padding_mode, align_corners):
     sizes = x.shape[2:]
     dims = len(sizes)
     coords = grid.reshape(grid.shape[0], -1, dims)  # (N, P, dims), x first
-    per_dim = [_taps(xp, coords[..., dims - 1 - k], sizes[k], mode, padding_mode, align_corners)
+    per_dim = [_taps(xp, coords[..., dims - 1 - k], sizes[k], mode, padding_mode, align_corners, dims == 3)
                for k in range(dims)]
     strides = [math.prod(sizes[k + 1:]) for k in range(dims)]
     for combo in itertools.product(*per_dim):
@@ -113,6 +119,12 @@ def _combinations(xp, x, grid, mode, padding_mode, align_corners):
         for tap in combo[1:]:
             inside = inside & tap[1]
         yield flat * inside, inside, [tap[2] for tap in combo], [tap[3] for tap in combo]
+
+
+def _masked(xp, weight, inside, ndim):
+    """Out-of-bounds taps weigh nothing: PyTorch's 2-d CPU kernel multiplies by the mask (a NaN weight, from a
+    NaN grid point, stays NaN), its 3-d kernel skips them."""
+    return weight * inside if ndim == 4 else xp.where(inside, weight, 0.0)
 
 
 @kernel("grid_sample", "GridSampler2DBackward0")
@@ -126,7 +138,7 @@ class GridSample(Op):
         planes = x.reshape(N, C, -1)
         out = xp.zeros((N, C, math.prod(grid.shape[1:-1])), dtype=x.dtype)
         for flat, inside, weights, _ in _combinations(xp, x, grid, mode, padding_mode, align_corners):
-            weight = math.prod(weights) * inside
+            weight = _masked(xp, math.prod(weights), inside, x.ndim)
             values = xp.take_along_axis(planes, xp.broadcast_to(flat[:, None, :], out.shape), axis=2)
             out += (values * weight[:, None, :]).astype(x.dtype, copy=False)
         ctx.save_for_backward(x, grid)
@@ -149,7 +161,7 @@ class GridSample(Op):
         base = (xp.arange(N * C) * plane).reshape(N, C, 1)
         for flat, inside, weights, weight_grads in _combinations(xp, x, grid, *ctx.options):
             if grad_x is not None:
-                weight = math.prod(weights) * inside
+                weight = _masked(xp, math.prod(weights), inside, x.ndim)
                 grad_x += xp.bincount((flat[:, None, :] + base).reshape(-1),
                                       weights=xp.broadcast_to(grad * weight[:, None, :], grad.shape).reshape(-1),
                                       minlength=grad_x.size)
