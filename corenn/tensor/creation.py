@@ -19,7 +19,11 @@ __all__ = ["zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "
 
 
 def _size(size, kwargs_size=None) -> tuple:
-    if kwargs_size is not None:
+    if kwargs_size is not None:  # zeros(size=(2, 3)), as pytorch/examples gat writes torch.empty(size=...)
+        if size:
+            raise TypeError(named("got multiple values for argument 'size'"))
+        if not isinstance(kwargs_size, (tuple, list)):
+            raise TypeError(named(f"argument 'size' must be tuple of ints, not {type_name(kwargs_size)}"))
         size = (kwargs_size,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
@@ -58,20 +62,20 @@ def _filled(fill, size, dtype, device, requires_grad):
     return _make(array, target, requires_grad)
 
 
-def zeros(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None):
-    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
-    return _filled("zeros", _size(size), dtype, device, requires_grad)
+def zeros(*sizes, size=None, out=None, dtype=None, device=None, requires_grad=False, layout=None):
+    """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    return _filled("zeros", _size(sizes, size), dtype, device, requires_grad)
 
 
-def ones(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None):
+def ones(*sizes, size=None, out=None, dtype=None, device=None, requires_grad=False, layout=None):
     """A tensor of ones."""
-    return _filled("ones", _size(size), dtype, device, requires_grad)
+    return _filled("ones", _size(sizes, size), dtype, device, requires_grad)
 
 
-def empty(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None,
-          pin_memory=False):
+def empty(*sizes, size=None, out=None, dtype=None, device=None, requires_grad=False, layout=None,
+          memory_format=None, pin_memory=False):
     """An uninitialised tensor (its values are whatever memory held)."""
-    return _filled("empty", _size(size), dtype, device, requires_grad)
+    return _filled("empty", _size(sizes, size), dtype, device, requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=False, layout=None):

@@ -311,23 +311,23 @@ def exponential_array(like, lambd, generator):
 # Creation functions
 # ---------------------------------------------------------------------------------------------------------
 
-def _empty_like_spec(size, dtype, device):
+def _empty_like_spec(sizes, dtype, device, size=None):
     from corenn.tensor.creation import empty
-    return empty(*size, dtype=dtype, device=device)
+    return empty(*sizes, size=size, dtype=dtype, device=device)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+def rand(*sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """Uniform samples from [0, 1) (``torch.rand``)."""
-    t = _empty_like_spec(size, _dtype.get_default_dtype() if dtype is None else dtype, device)
+    t = _empty_like_spec(sizes, _dtype.get_default_dtype() if dtype is None else dtype, device, size)
     if not t.dtype.is_floating_point:
         raise RuntimeError(named(f"\"check_uniform_bounds\" not implemented for '{t.dtype}'"))
     t._data = uniform_array(t, 0.0, 1.0, generator)
     return t.requires_grad_(requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+def randn(*sizes, size=None, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """Standard normal samples (``torch.randn``)."""
-    t = _empty_like_spec(size, _dtype.get_default_dtype() if dtype is None else dtype, device)
+    t = _empty_like_spec(sizes, _dtype.get_default_dtype() if dtype is None else dtype, device, size)
     if not t.dtype.is_floating_point:
         raise RuntimeError(named(f"\"normal_kernel_cpu\" not implemented for '{t.dtype}'"))
     t._data = normal_array(t, 0.0, 1.0, generator)

@@ -87,3 +87,21 @@ def test_autocast_at_the_top_level(torch):
     with corenn.autocast(device_type="cpu", dtype=corenn.bfloat16):
         assert corenn.nn.functional.linear(x, w).dtype is corenn.bfloat16
     assert corenn.nn.functional.linear(x, w).dtype is corenn.float32
+
+
+def test_factories_take_size_as_a_keyword(torch):
+    # pytorch/examples gat/main.py: nn.Parameter(torch.empty(size=(in_features, n_hidden * n_heads)))
+    import pytest
+
+    import corenn
+    for name in ("empty", "zeros", "ones", "rand", "randn"):
+        for size in ((2, 3), [4], ()):
+            ours, theirs = getattr(corenn, name)(size=size), getattr(torch, name)(size=size)
+            assert tuple(ours.shape) == tuple(theirs.shape) and str(ours.dtype)[7:] == str(theirs.dtype)[6:]
+        assert tuple(getattr(corenn, name)(2, 3).shape) == (2, 3)
+        for lib in (corenn, torch):
+            with pytest.raises(TypeError):
+                getattr(lib, name)(2, size=(3,))
+    for lib in (corenn, torch):
+        with pytest.raises(TypeError, match="argument 'size' must be tuple of ints, not int"):
+            lib.zeros(size=2)
