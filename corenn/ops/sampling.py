@@ -133,6 +133,11 @@ class GridSample(Op):
 
     @staticmethod
     def forward(ctx, x, grid, mode, padding_mode, align_corners):
+        with ctx.xp.errstate(invalid="ignore"):  # non-finite grid points: handled as PyTorch does, silently
+            return GridSample._forward(ctx, x, grid, mode, padding_mode, align_corners)
+
+    @staticmethod
+    def _forward(ctx, x, grid, mode, padding_mode, align_corners):
         xp = ctx.xp
         N, C = x.shape[:2]
         planes = x.reshape(N, C, -1)
@@ -148,6 +153,11 @@ class GridSample(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        with ctx.xp.errstate(invalid="ignore"):
+            return GridSample._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         xp = ctx.xp
         x, grid = ctx.saved
         N, C = x.shape[:2]
