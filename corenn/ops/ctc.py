@@ -164,7 +164,6 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reductio
     import numpy
 
     import corenn
-    xp_tensor = corenn.tensor
     check_tensor(log_probs, "log_probs", op)
     check_tensor(targets, "targets", op)
     if not log_probs.dtype.is_floating_point:
@@ -173,6 +172,9 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reductio
         raise RuntimeError(f"{op}(): expected log_probs of 2 (unbatched) or 3 dimensions (T, N, C), got "
                            f"{log_probs.ndim}")
     unbatched = log_probs.ndim == 2
+    if targets.ndim not in ((1,) if unbatched else (1, 2)):
+        raise RuntimeError(f"{op}(): expected targets of 1 dimension (concatenated) or 2 (N, S, padded), got "
+                           f"{targets.ndim}")
     if unbatched:
         log_probs, targets = log_probs.unsqueeze(1), targets.unsqueeze(0)
     T, N, C = log_probs.shape
@@ -214,11 +216,13 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reductio
     if padded.size and (padded.min() < 0 or padded.max() >= C):
         raise IndexError(f"{op}(): target index out of range for {C} classes")
     device = log_probs.device
-    loss = run("ctc_loss", log_probs, xp_tensor(padded, device=device), xp_tensor(inputs, dtype=corenn.int64,
-               device=device), xp_tensor(lengths, dtype=corenn.int64, device=device), blank=blank,
+    padded_targets = corenn.tensor(padded, device=device)
+    input_lengths = corenn.tensor(inputs, dtype=corenn.int64, device=device)
+    target_lengths = corenn.tensor(lengths, dtype=corenn.int64, device=device)
+    loss = run("ctc_loss", log_probs, padded_targets, input_lengths, target_lengths, blank=blank,
                zero_infinity=bool(zero_infinity))
     if reduction == "mean":
-        divisor = xp_tensor([max(length, 1) for length in lengths], dtype=loss.dtype, device=device)
+        divisor = corenn.tensor([max(length, 1) for length in lengths], dtype=loss.dtype, device=device)
         return (loss / divisor).mean()
     if reduction == "sum":
         return loss.sum()
