@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 
 import corenn
-from corenn.module.module import Module
 from corenn.module.parameter import Parameter
 from corenn.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from corenn.nn.modules.linear import Linear
@@ -89,7 +88,9 @@ class UninitializedTensorMixin:
         self.__class__ = self.cls_to_become
 
     def to(self, *args, **kwargs):
-        """Set the dtype and device the data will be created with; returns this tensor (it has no values to copy)."""
+        """Set the dtype and device the data will be created with and return this tensor: ``module.to()`` before
+        the dry run keeps the same object (PyTorch returns a new uninitialized tensor; there are no values to copy
+        either way)."""
         moved = corenn.empty(0, device=self.device, dtype=self.dtype).to(*args, **kwargs)
         _STORAGE.__set__(self, moved._data)
         self._device = moved._device
@@ -117,7 +118,7 @@ class UninitializedTensorMixin:
 def _rebuild_uninitialized(cls, requires_grad, device, dtype_name, persistent):
     """An uninitialized parameter or buffer like the one pickled or deep-copied (it has no values to copy)."""
     dtype = getattr(corenn, dtype_name)
-    if cls is UninitializedBuffer or issubclass(cls, UninitializedBuffer):
+    if issubclass(cls, UninitializedBuffer):
         return cls(requires_grad, device=device, dtype=dtype, persistent=persistent)
     return cls(requires_grad, device=device, dtype=dtype)
 
