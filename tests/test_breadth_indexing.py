@@ -352,3 +352,26 @@ def test_breadth_ops_run_on_a_device_without_host_copies(strict_device):
         assert result.device.type == "strict", name
         np.testing.assert_allclose(result.cpu().numpy(), on_cpu[name]().numpy(), rtol=1e-12, atol=1e-12,
                                    err_msg=name)
+
+
+def _layouts(lib):
+    z = lib.zeros
+    return {"contiguous": z(2, 3, 4), "t": z(3, 4).t(), "permuted": z(2, 3, 4).permute(2, 0, 1),
+            "channels-last": z(2, 3, 4, 5).permute(0, 2, 3, 1), "size-one": z(1, 3, 1, 4),
+            "size-one-permuted": z(1, 3, 1, 4).permute(3, 1, 0, 2), "expanded": z(3, 1).expand(3, 4),
+            "expanded-rows": z(1, 4).expand(3, 4), "sliced": z(4, 6)[:, ::2], "0d": z(()), "1d": z(5),
+            "channels-last-3d": z(2, 3, 4, 5, 6).permute(0, 2, 3, 4, 1), "cube": z(3, 3, 3).permute(1, 2, 0)}
+
+
+@pytest.mark.parametrize("name", sorted(_layouts(corenn)))
+@pytest.mark.parametrize("ambiguity_check", [False, True])
+def test_dim_order_matches_torch(name, ambiguity_check):
+    ours, theirs = _layouts(corenn)[name], _layouts(torch)[name]
+    assert ours.stride() == theirs.stride()
+    try:
+        expected = theirs.dim_order(ambiguity_check=ambiguity_check)
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="unique dim order"):
+            ours.dim_order(ambiguity_check=ambiguity_check)
+        return
+    assert ours.dim_order(ambiguity_check=ambiguity_check) == expected

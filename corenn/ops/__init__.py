@@ -120,6 +120,7 @@ def _bind_methods(tensor_cls):
     tensor_cls.resize_as_ = layout.resize_as_
     tensor_cls.resize, tensor_cls.resize_as = layout.resize, layout.resize_as
     tensor_cls.as_strided_ = layout.as_strided_
+    tensor_cls.dim_order = layout.dim_order
     from corenn.tensor.creation import new, new_empty_strided
     tensor_cls.new_empty_strided = new_empty_strided
     tensor_cls.new = new  # PyTorch's legacy constructor

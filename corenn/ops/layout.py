@@ -1037,8 +1037,93 @@ def index_put_(input, indices, values, accumulate=False):
     return input._inplace_from(index_put(input, indices, values, accumulate))
 
 
+def dim_order(input, *, ambiguity_check=False):
+    """``Tensor.dim_order``: the dimensions from outermost to innermost in memory, by their strides.
+
+    PyTorch's rules, ties included (``torch._prims_common``'s logical-to-physical permutation);
+    ``ambiguity_check=True`` refuses layouts that more than one order describes. corenn has no
+    memory-format objects, so a list of them raises NotImplementedError.
+
+    Example::
+
+        >>> corenn.zeros(2, 3, 4).permute(2, 0, 1).dim_order()
+        (1, 2, 0)
+    """
+    if not isinstance(input, Tensor):
+        raise not_tensors(input=input)
+    if isinstance(ambiguity_check, list):
+        raise NotImplementedError(named("dim_order(): ambiguity_check as a list of memory formats: corenn has no "
+                                        "memory_format objects"))
+    if not isinstance(ambiguity_check, bool):
+        raise TypeError(named("ambiguity_check must be bool or list of memory formats"))
+    sizes, strides = tuple(input.shape), input.stride()
+    if ambiguity_check and (builtins.any(a == b for a, b in zip(strides, strides[1:])) or 1 in sizes):
+        raise RuntimeError(named("The tensor does not have unique dim order, or cannot map to exact one of the given "
+                                 "memory formats."))
+    order, ambiguous = _logical_to_physical(sizes, strides, ambiguity_check)
+    if ambiguous:
+        raise RuntimeError(named("The tensor does not have unique dim order."))
+    return tuple(order)
+
+
+def _contiguous_in(order, sizes, strides):
+    """Whether the strides are those of a dense layout with ``order``'s dimensions innermost first."""
+    expected = 1
+    for d in order:
+        if sizes[d] == 1:
+            continue
+        if strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return True
+
+
+def _logical_to_physical(sizes, strides, ambiguity_check):
+    ndim = len(sizes)
+    if ndim == 0:
+        return [], False
+    if ndim == 1:
+        return [0], False
+    contiguous = math.prod(sizes) < 2 or _contiguous_in(range(ndim - 1, -1, -1), sizes, strides)
+    channels_last = (ndim == 4 and _contiguous_in((1, 3, 2, 0), sizes, strides)) or \
+        (ndim == 5 and _contiguous_in((1, 4, 3, 2, 0), sizes, strides))
+    if contiguous and not channels_last:
+        return list(range(ndim)), False
+    if channels_last and not contiguous:
+        return [0, *range(2, ndim), 1], False
+
+    def at_least(a, b):
+        return b == 0 or (a != 0 and (a >= b or a % b == 0))
+
+    def should_swap(a, b):
+        stride_a, stride_b = strides[a], strides[b]
+        if stride_a == 0 or stride_b == 0:
+            return 0
+        if stride_a == stride_b:
+            return 0 if at_least(sizes[b], sizes[a]) else 1
+        if at_least(stride_b, stride_a):
+            return -1
+        if at_least(stride_a, stride_b):
+            return 1
+        return 0
+
+    order = list(reversed(range(ndim)))  # sorted back to front, as PyTorch, then reversed
+    for i in range(1, ndim):
+        moving = i
+        for earlier in reversed(range(i)):
+            comparison = should_swap(order[earlier], order[moving])
+            if comparison > 0:
+                order[earlier], order[moving] = order[moving], order[earlier]
+                moving = earlier
+            elif comparison < 0:
+                break
+    ambiguous = ambiguity_check and builtins.any(should_swap(order[i], order[i + 1]) != -1
+                                                 for i in range(ndim - 1))
+    return list(reversed(order)), ambiguous
+
+
 # The public op functions of this file (what ``from corenn.ops import *`` re-exports as ``corenn.X``).
 __all__ = [name for name, value in list(globals().items())
            if not name.startswith("_") and callable(value) and not isinstance(value, type)
            and getattr(value, "__module__", None) == __name__
-           and name not in ("unfold", "resize_", "resize", "resize_as")]  # Tensor methods only, as in PyTorch
+           and name not in ("unfold", "resize_", "resize", "resize_as", "dim_order")]  # Tensor methods only
