@@ -1,8 +1,6 @@
 """Activation layers and MultiheadAttention."""
 from __future__ import annotations
 
-import math
-
 import corenn
 from corenn.module.module import Module
 from corenn.module.parameter import Parameter
