@@ -13,8 +13,9 @@ __version__ = "0.1.0"
 import numpy as _np
 
 from corenn import _argcheck, _dtype
-from corenn._dtype import (bool_ as bool, dtype, double, float, float16, float32, float64, get_default_dtype,  # noqa
-                           half, int, int8, int16, int32, int64, long, promote_types, result_type,
+from corenn._dtype import (bool_ as bool, dtype, double, finfo, float, float16, float32, float64,  # noqa
+                           get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long,
+                           promote_types, result_type,
                            set_default_dtype, short, uint8)
 from corenn.dispatch import device
 from corenn.hookspecs import hookimpl
@@ -67,7 +68,7 @@ def __getattr__(name):
     # Subpackages load on first use, keeping ``import corenn`` fast.
     import importlib
     if name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda", "accelerator", "backends", "amp",
-                "cpu", "multiprocessing", "jit", "compiler"):
+                "cpu", "multiprocessing", "jit", "compiler", "linalg"):
         return importlib.import_module(f"corenn.{name}")
     if name in _dtype.LOW_PRECISION_NAMES:  # bfloat16, float8_*: ml_dtypes loads on first use
         return _dtype.low_precision_dtype(name)

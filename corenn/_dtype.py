@@ -232,3 +232,48 @@ def low_precision_dtype(name: str) -> dtype:
     """``corenn.bfloat16`` etc., registering them on first use."""
     add_low_precision_dtypes()
     return _by_name[name]
+
+
+class finfo:
+    """Machine limits of a floating dtype (``torch.finfo``): ``bits``, ``eps``, ``max``, ``min``, ``tiny``
+    (= ``smallest_normal``) and ``resolution``, as Python floats; ``finfo()`` is the default dtype's.
+
+        >>> corenn.finfo(corenn.float32).eps
+        1.1920928955078125e-07
+    """
+
+    def __init__(self, type=None):
+        type = get_default_dtype() if type is None else type
+        if not isinstance(type, dtype) or not type.is_floating_point:
+            raise TypeError(f"torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
+                            f"'torch.finfo'; got {type!r}")
+        if type.name in LOW_PRECISION_NAMES:  # bfloat16 and the float8 types: ml_dtypes knows their limits
+            import ml_dtypes
+            limits = ml_dtypes.finfo(type.numpy)
+        else:
+            limits = np.finfo(type.numpy)
+        self.dtype = type.name
+        self.bits = _builtins.int(limits.bits)
+        self.eps, self.max, self.min = _builtins.float(limits.eps), _builtins.float(limits.max), _builtins.float(limits.min)
+        self.tiny = self.smallest_normal = _builtins.float(limits.smallest_normal)
+        # PyTorch's: 10 ** -(the decimal digits eps resolves), a power of ten not rounded to the dtype.
+        self.resolution = 10.0 ** -_builtins.int(np.floor(-np.log10(self.eps)))
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype (``torch.iinfo``): ``bits``, ``max``, ``min`` as Python ints."""
+
+    def __init__(self, type):
+        if not isinstance(type, dtype) or type.is_floating_point or type.name == "bool":
+            raise TypeError(f"torch.iinfo() requires an integer input type. Use torch.finfo to handle "
+                            f"'torch.iinfo'; got {type!r}")
+        limits = np.iinfo(type.numpy)
+        self.dtype = type.name
+        self.bits, self.max, self.min = _builtins.int(limits.bits), _builtins.int(limits.max), _builtins.int(limits.min)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

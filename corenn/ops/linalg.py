@@ -417,6 +417,60 @@ def inverse(input):
     return run("inverse", _square(input, "linalg.inv"))
 
 
+@kernel("linalg_solve", "LinalgSolveExBackward0")
+class Solve(Op):
+    """``X = A^-1 B`` for batches of square ``A`` and matrix right-hand sides ``B`` (batch dims broadcast)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        xp = ctx.xp
+        batch = xp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        try:
+            out = xp.linalg.solve(xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:]))
+        except ValueError:  # numpy's LinAlgError is a ValueError
+            raise _singular_error(xp, a, "linalg.solve") from None
+        ctx.save_for_backward(a, out)
+        ctx.shapes = (a.shape, b.shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        # gB = A^-T gX, gA = -gB X^T: PyTorch's linalg_solve_backward.
+        a, out = ctx.saved
+        xp = ctx.xp
+        a_shape, b_shape = ctx.shapes
+        batch = grad.shape[:-2]
+        grad_b = xp.linalg.solve(xp.broadcast_to(_mT(xp, a), batch + a_shape[-2:]), grad)
+        grad_a = -xp.matmul(grad_b, _mT(xp, out)) if ctx.needs_input_grad[0] else None
+        return (None if grad_a is None else sum_to_shape(grad_a, a_shape), sum_to_shape(grad_b, b_shape))
+
+
+def _linalg_solve(A, B, *, left=True):
+    """The solution ``X`` of ``A X = B`` (``torch.linalg.solve``); ``B`` may be a batch of vectors.
+
+    Example::
+
+        >>> corenn.linalg.solve(corenn.tensor([[2.0, 0.0], [0.0, 4.0]]), corenn.tensor([1.0, 1.0]))
+        tensor([0.5000, 0.2500])
+    """
+    _square(A, "linalg.solve")
+    if not isinstance(B, Tensor):
+        raise not_tensors(B=B)
+    if B.dtype != A.dtype:
+        raise RuntimeError(named(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                                 f"{A.dtype} and B of type {B.dtype} instead"))
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return _linalg_solve(A.mT, B.mT).mT
+    # PyTorch's rule: B is a batch of vectors when B.ndim == 1, or B.ndim == A.ndim - 1 and its shape is A's batch + n.
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    rhs = B.unsqueeze(-1) if vector else B
+    if rhs.ndim < 2 or rhs.shape[-2] != A.shape[-1]:
+        raise RuntimeError(named(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                                 f"({A.shape[-2]}x{A.shape[-1]} and {'x'.join(map(str, B.shape))})"))
+    out = run("linalg_solve", A, rhs)
+    return out.squeeze(-1) if vector else out
+
+
 @kernel("pinverse", "LinalgPinvBackward0")
 class Pinverse(Op):
     @staticmethod
@@ -1326,8 +1380,8 @@ class Eigh(Op):
     num_outputs = 2
 
     @staticmethod
-    def forward(ctx, a):
-        values, vectors = ctx.xp.linalg.eigh(a)
+    def forward(ctx, a, UPLO="L"):
+        values, vectors = ctx.xp.linalg.eigh(a, UPLO=UPLO)  # reads only that triangle, as LAPACK does
         ctx.save_for_backward(values, vectors)
         return values, vectors
 

@@ -1162,13 +1162,13 @@ _LINALG_BREADTH = [
            [Float((3, 2)), Float((3, 3))], **_L),
     OpCase("lu", lambda lib, x: lib.lu(_well_conditioned(lib, x))[0], [Float((3, 3))], **_L),
     OpCase("matrix_exp", lambda lib, x: lib.matrix_exp(x), [Float((2, 3, 3))], **_L),
-    # the QR step of svd_lowrank (corenn has no public qr); numpy's Householder QR has LAPACK's signs
-    OpCase("qr", lambda lib, x: tuple(lib.ops.linalg.run("qr", x)), [Float((2, 4, 3))], torch=False,
-           ref=lambda a: tuple(np.linalg.qr(a)), **_L),
-    # the solver of lobpcg (corenn has no public eigh): eigenvalues and the sign-free squares of the vectors
-    OpCase("eigh", lambda lib, x: _eigh_invariant(lib.ops.linalg.run("eigh", x + x.transpose(-2, -1))),
-           [Float((2, 4, 4))], torch=False, ref=lambda a: _eigh_invariant(np.linalg.eigh(a + np.swapaxes(a, -1, -2))),
+    # Householder QR has LAPACK's signs in both frameworks
+    OpCase("qr", lambda lib, x: tuple(lib.linalg.qr(x)), [Float((2, 4, 3))], **_L),
+    # eigenvalues and the sign-free squares of the vectors
+    OpCase("eigh", lambda lib, x: _eigh_invariant(lib.linalg.eigh(x + x.transpose(-2, -1))), [Float((2, 4, 4))],
            **_L),
+    OpCase("linalg_solve", lambda lib, a, b: lib.linalg.solve(_well_conditioned(lib, a), b),
+           [Float((2, 3, 3)), Float((2, 3, 2))], **_L),
 ]
 
 
