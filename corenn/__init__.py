@@ -48,6 +48,8 @@ from corenn.ops import abs, all, any, max, min, pow, round, sum, return_types  #
 from corenn.ops.nn_functions import dropout, embedding  # noqa: E402,F401
 from corenn.tensor.creation import *  # noqa: E402,F401,F403
 from corenn.tensor.printing import set_printoptions  # noqa: E402,F401
+from corenn.tensor.legacy import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
+                                  HalfTensor, IntTensor, LongTensor, ShortTensor)
 from corenn.tensor.random import (Generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401
                                   set_rng_state, bernoulli, binomial, multinomial, normal, poisson, rand, rand_like, randint,
                                   randint_like, randn, randn_like, randperm)

@@ -491,6 +491,8 @@ class Tensor:
     def type(self, dtype=None):
         if dtype is None:
             return f"corenn.{_TYPE_NAMES[self.dtype]}"
+        if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), _dtype.dtype):
+            dtype = dtype.dtype  # a legacy type: t.type(corenn.LongTensor)
         if isinstance(dtype, str):
             name = dtype.split(".")[-1]
             reverse = {v: k for k, v in _TYPE_NAMES.items()}
