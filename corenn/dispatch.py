@@ -147,7 +147,7 @@ XP_NAMES = (
     # reductions, scans and sorting
     "argsort", "cumprod", "cumsum", "sum", "unique", "argmax", "bincount", "diff", "isin", "searchsorted",
     # linear algebra
-    "einsum", "matmul", "outer", "tensordot", "linalg.qr", "linalg.cholesky", "linalg.det", "linalg.inv",
+    "einsum", "matmul", "outer", "tensordot", "linalg", "linalg.qr", "linalg.cholesky", "linalg.det", "linalg.inv",
     "linalg.pinv", "linalg.slogdet", "linalg.solve", "linalg.svd", "linalg.eigh",
     # elementwise (ufuncs, with out= and casting=; add.at and multiply.at for scatter-adds)
     "abs", "add", "add.at", "bitwise_and", "bitwise_or", "bitwise_xor", "ceil", "clip", "cos", "divide",
@@ -160,7 +160,7 @@ XP_NAMES = (
     "logaddexp.accumulate", "maximum.accumulate", "maximum.at", "minimum.at", "i0", "sort",
     # more pointwise math (inverse trigonometric and hyperbolic, atan2, hypot, copysign, fmax, frexp, ...)
     "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "sinh", "cosh", "copysign", "fmax",
-    "fmin", "frexp", "hypot", "logaddexp2", "nextafter",
+    "fmin", "frexp", "hypot", "logaddexp2", "nextafter", "gcd", "lcm",
 )
 
 #: What ``Backend.random_generator(seed)`` must return: an object with these methods, each

@@ -78,7 +78,11 @@ def namespaces(torch, corenn) -> dict:
     import corenn.optim.lr_scheduler
     import corenn.utils.data
     import corenn.fx
+    import torch.distributions
+    import torch.fft
     import torch.fx
+    import torch.linalg
+    import torch.special
     import torch.nn.functional
     import torch.nn.init
     import torch.nn.utils
@@ -95,7 +99,19 @@ def namespaces(torch, corenn) -> dict:
         "optim.lr_scheduler": (torch.optim.lr_scheduler, corenn.optim.lr_scheduler, "classes"),
         "utils.data": (torch.utils.data, corenn.utils.data, "all"),
         "fx": (torch.fx, corenn.fx, "all"),
+        # Namespaces corenn may lack entirely: then every name counts as missing.
+        "linalg": (torch.linalg, _optional(corenn, "linalg"), "callables"),
+        "special": (torch.special, _optional(corenn, "special"), "callables"),
+        "fft": (torch.fft, _optional(corenn, "fft"), "callables"),
+        "distributions": (torch.distributions, _optional(corenn, "distributions"), "classes"),
     }
+
+
+def _optional(corenn, name):
+    try:
+        return getattr(corenn, name)
+    except (AttributeError, ImportError):
+        return None
 
 
 def candidate_names(obj, kind: str) -> list[str]:
@@ -129,6 +145,8 @@ def exclusion(name: str, namespace: str) -> str | None:
 
 
 def has(obj, name: str) -> bool:
+    if obj is None:  # a namespace corenn does not have
+        return False
     try:
         getattr(obj, name)
     except Exception:  # noqa: BLE001  a plugin's lazy name may fail to import: then corenn lacks it

@@ -254,7 +254,7 @@ class CrossMapLRN2d(Op):
         channels = x.shape[1]
         square = x * x
         pre_pad = int((size - 1) / 2 + 1)
-        scale = xp.empty_like(x)
+        scale = xp.empty(x.shape, dtype=x.dtype)
         scale[:, 0] = square[:, :min(pre_pad, channels)].sum(axis=1)
         for c in range(1, channels):
             scale[:, c] = scale[:, c - 1]
@@ -263,7 +263,7 @@ class CrossMapLRN2d(Op):
             if c > pre_pad:
                 scale[:, c] -= square[:, c - pre_pad]
         scale = scale * (alpha / size) + k
-        out = xp.power(scale, -beta) * x
+        out = scale ** -beta * x
         ctx.save_for_backward(x, out, scale)
         ctx.params = (size, alpha, beta)
         return out.astype(x.dtype, copy=False)
@@ -281,7 +281,7 @@ class CrossMapLRN2d(Op):
         padded = xp.zeros((x.shape[0], channels + size - 1) + x.shape[2:], dtype=x.dtype)
         padded[:, inverse_pre_pad:inverse_pre_pad + channels] = grad * out / scale
         window = sum(padded[:, offset:offset + channels] for offset in range(size))  # channels [c, c + size)
-        grad_input = xp.power(scale, -beta) * grad - (2 * alpha * beta / size) * x * window
+        grad_input = scale ** -beta * grad - (2 * alpha * beta / size) * x * window
         return grad_input.astype(x.dtype, copy=False)
 
 

@@ -92,7 +92,7 @@ def _taps(xp, coord, size, mode, padding_mode, align_corners, volumetric):
         return taps
     source, grad_pad = _padded_coordinates(xp, source, size, padding_mode, align_corners, volumetric)
     if mode == "nearest":
-        index = xp.rint(source)
+        index = xp.round(source)  # half to even, as PyTorch's nearest (nearbyint)
         inside = (index >= 0) & (index < size)
         return [(xp.where(inside, index, 0).astype(xp.int64), inside, xp.ones_like(source), xp.zeros_like(source))]
     low = xp.floor(source)

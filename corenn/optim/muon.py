@@ -20,10 +20,12 @@ def _bfloat16(xp, x):
     PyTorch runs Muon's iteration in bfloat16: each matmul accumulates in float32 and rounds its result
     once; rounding here at the same places reproduces it (up to float32 summation order).
     """
-    bits = xp.array(x, dtype=xp.float32, order="C").view(xp.uint32)
-    rounded = (bits + (((bits >> 16) & 1) + 0x7FFF)) & xp.uint32(0xFFFF0000)
-    rounded = xp.where(xp.isnan(x), bits | xp.uint32(0x00400000), rounded)  # NaN stays NaN
-    return rounded.astype(xp.uint32).view(xp.float32)
+    # On the float32 bit pattern, read as int32: two's-complement sums wrap exactly as unsigned ones
+    # would, and -65536 is the mask 0xFFFF0000 (keep the sign, exponent and top 7 mantissa bits).
+    bits = xp.asarray(x, dtype=xp.float32).view(xp.int32)  # same-size dtypes: a view at any strides
+    rounded = (bits + (((bits >> 16) & 1) + 0x7FFF)) & xp.int32(-65536)
+    rounded = xp.where(xp.isnan(x), bits | xp.int32(0x00400000), rounded)  # NaN stays NaN
+    return rounded.astype(xp.int32).view(xp.float32)
 
 
 def _zeropower_via_newtonschulz(xp, grad, ns_coefficients, ns_steps, eps):

@@ -437,13 +437,15 @@ def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=
     ``shared=True`` maps the file, so writes to the tensor go to the file; otherwise the tensor
     holds a private copy.
     """
+    import os
+    if not isinstance(filename, (str, os.PathLike)):
+        raise TypeError(named(f"argument 'filename' (position 1) must be str, not {type_name(filename)}"))
     size = check_int(size, "size")
     if size < 0:
         raise RuntimeError(named(f"size must be non-negative, got {size}"))
     dtype = _dtype.get_default_dtype() if dtype is None else check_dtype(dtype)
     itemsize = _np.dtype(dtype.numpy).itemsize
-    path = str(filename)
-    import os
+    path = os.fspath(filename)
     try:
         length = os.path.getsize(path)
     except OSError as error:

@@ -464,8 +464,10 @@ def binomial(count, prob, generator=None):
     if name not in ("float32", "float64"):
         raise NotImplementedError(f"\"binomial_cpu\" not implemented for '{_TORCH_TYPE_NAMES.get(name, name)}'")
     if prob._data.dtype != count._data.dtype:
-        raise RuntimeError(f"Found dtype {_TORCH_TYPE_NAMES.get(prob._data.dtype.name)} but expected "
-                           f"{_TORCH_TYPE_NAMES.get(name)}")
+        raise RuntimeError(named(f"Found dtype {_TORCH_TYPE_NAMES.get(prob._data.dtype.name)} but expected "
+                                 f"{_TORCH_TYPE_NAMES.get(name)}"))
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(named(f"argument 'generator' must be corenn.Generator, not {type_name(generator)}"))
     from corenn.ops._kernel import broadcast_shapes
     shape = broadcast_shapes(tuple(count.shape), tuple(prob.shape))
     trials, probability = np.broadcast_to(count._host(), shape), np.broadcast_to(prob._host(), shape)
