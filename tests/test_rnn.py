@@ -217,7 +217,8 @@ def test_cells_match_torch(cls_name, kwargs):
         assert tuple(ours(corenn.tensor(rng.standard_normal(4))).shape) == (5,)
 
 
-@pytest.mark.parametrize("mode,kwargs", [("RNN", {}), ("LSTM", {"proj_size": 2}), ("GRU", {"bidirectional": True})])
+@pytest.mark.parametrize("mode,kwargs", [("RNN", {}), ("LSTM", {"proj_size": 2}), ("GRU", {"bidirectional": True}),
+                                         ("LSTM", {"bidirectional": True, "num_layers": 2})])
 def test_gradcheck_float64(mode, kwargs):
     corenn.manual_seed(0)
     layer = getattr(nn, mode)(3, 4, **kwargs).double()
@@ -324,3 +325,20 @@ def test_trains_a_tiny_sequence_classifier():
         loss.backward()
         opt.step()
     assert float(loss) < 0.1
+
+
+def test_lstm_over_equal_length_sequences_is_one_node_per_layer_and_direction():
+    # The whole direction is one lstm_layer node (its backward sums the weight gradient over all steps
+    # in one product); packed sequences of different lengths still go step by step.
+    layer = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    output, _ = layer(corenn.randn(6, 2, 3))
+
+    def node_names(fn, seen):
+        if fn is None or id(fn) in seen:
+            return []
+        seen.add(id(fn))
+        return [fn.name()] + [name for next_fn, _ in fn.next_functions for name in node_names(next_fn, seen)]
+    names = node_names(output.grad_fn, set())
+    assert names.count("LstmLayerBackward0") == 4 and "LstmCellBackward0" not in names
+    packed = rnn_utils.pack_padded_sequence(corenn.randn(6, 2, 3), [6, 3])
+    assert "LstmCellBackward0" in node_names(layer(packed)[0].data.grad_fn, set())

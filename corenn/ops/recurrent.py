@@ -95,6 +95,83 @@ class LSTMCell(Op):
                 *((grad_b,) if ctx.has_bias else ()))
 
 
+@kernel("lstm_layer", "LstmLayerBackward0")
+class LSTMLayer(Op):
+    """Every time step of one LSTM layer and direction as one node (the path of sequences of equal length).
+
+    The steps run as in ``lstm_cell``; what one node buys is in the backward: each step's gate
+    gradients go into one (T, N, 4H) array, and the gradients of ``w_hh`` and ``b_hh`` are one
+    product and one sum over all steps, where step-by-step they were T small products whose
+    results autograd then added up one by one.
+    """
+
+    num_outputs = 3
+
+    @staticmethod
+    def forward(ctx, input_gates, h0, c0, w_hh, b_hh=None):
+        xp = ctx.xp
+        steps, hidden = input_gates.shape[0], c0.shape[-1]
+        gates_in = input_gates if b_hh is None else input_gates + b_hh  # the hidden bias, added once
+        w_t = xp.ascontiguousarray(w_hh.T)
+        hs = xp.empty((steps + 1,) + h0.shape, dtype=h0.dtype)  # h_{t-1} of every step, for the backward
+        cs = xp.empty((steps + 1,) + c0.shape, dtype=c0.dtype)
+        activated = xp.empty(input_gates.shape, dtype=input_gates.dtype)
+        tanh_cs = xp.empty((steps,) + c0.shape, dtype=c0.dtype)
+        hs[0], cs[0] = h0, c0
+        for t in range(steps):
+            gates = gates_in[t] + hs[t] @ w_t
+            act = activated[t]
+            act[...] = _sigmoid(xp, gates)
+            act[..., 2 * hidden:3 * hidden] = xp.tanh(gates[..., 2 * hidden:3 * hidden])
+            cs[t + 1] = act[..., hidden:2 * hidden] * cs[t] + act[..., :hidden] * act[..., 2 * hidden:3 * hidden]
+            tanh_cs[t] = xp.tanh(cs[t + 1])
+            hs[t + 1] = act[..., 3 * hidden:] * tanh_cs[t]
+        ctx.save_for_backward(hs, cs, w_hh, activated, tanh_cs)
+        ctx.has_bias = b_hh is not None
+        # Copies: the outputs may be changed in place later, the saved states must not be.
+        return hs[1:].copy(), hs[steps].copy(), cs[steps].copy()
+
+    @staticmethod
+    def backward(ctx, grads):
+        xp = ctx.xp
+        hs, cs, w_hh, activated, tanh_cs = ctx.saved
+        grad_outputs, grad_h_last, grad_c_last = grads
+        steps, hidden = activated.shape[0], cs.shape[-1]
+        grad_gates = xp.empty(activated.shape, dtype=activated.dtype)
+        grad_h = xp.zeros_like(hs[0]) if grad_h_last is None else grad_h_last
+        grad_c = xp.zeros_like(cs[0]) if grad_c_last is None else grad_c_last
+        for t in range(steps - 1, -1, -1):
+            if grad_outputs is not None:
+                grad_h = grad_h + grad_outputs[t]
+            act, tanh_c, g = activated[t], tanh_cs[t], grad_gates[t]
+            in_gate, forget_gate = act[..., :hidden], act[..., hidden:2 * hidden]
+            cell_gate, out_gate = act[..., 2 * hidden:3 * hidden], act[..., 3 * hidden:]
+            grad_c = grad_c + grad_h * out_gate * (1 - tanh_c * tanh_c)
+            g[..., 3 * hidden:] = grad_h * tanh_c * out_gate * (1 - out_gate)
+            g[..., :hidden] = grad_c * cell_gate * in_gate * (1 - in_gate)
+            g[..., hidden:2 * hidden] = grad_c * cs[t] * forget_gate * (1 - forget_gate)
+            g[..., 2 * hidden:3 * hidden] = grad_c * in_gate * (1 - cell_gate * cell_gate)
+            grad_h = g @ w_hh
+            grad_c = grad_c * forget_gate
+        need_gates, need_h, need_c, need_w, *need_b = ctx.needs_input_grad
+        rows = grad_gates.reshape(-1, grad_gates.shape[-1])
+        grad_w = rows.T @ hs[:-1].reshape(-1, hs.shape[-1]) if need_w else None
+        grad_b = rows.sum(axis=0) if ctx.has_bias and need_b[0] else None
+        return (grad_gates if need_gates else None, grad_h if need_h else None, grad_c if need_c else None, grad_w,
+                *((grad_b,) if ctx.has_bias else ()))
+
+
+def lstm_layer(input_gates, h0, c0, w_hh, b_hh=None):
+    """One LSTM layer and direction over a (T, N, 4H) sequence of input gates: ``(outputs, h_T, c_T)``.
+
+    ``nn.LSTM``'s path for sequences of equal length (every batch, unless packed with varying
+    lengths); the same arithmetic as ``lstm_step`` T times, in one node.
+    """
+    if b_hh is None:
+        return run("lstm_layer", input_gates, h0, c0, w_hh)
+    return run("lstm_layer", input_gates, h0, c0, w_hh, b_hh)
+
+
 @kernel("gru_cell", "GruCellBackward0")
 class GRUCell(Op):
     @staticmethod

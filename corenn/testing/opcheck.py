@@ -1104,6 +1104,11 @@ _RECURRENT = [
            [Float((3, 5)), Float((3, 4)), Float((12, 5)), Float((12, 4)), Float((12,)), Float((12,))], **_N),
     OpCase("gru_cell", lambda lib, x, h, w_ih, w_hh: lib.gru_cell(x, h, w_ih, w_hh),
            [Float((2, 3)), Float((2, 2)), Float((6, 3)), Float((6, 2))], label="no-bias", **_N),
+    # a whole sequence (torch.lstm), bidirectional: nn.LSTM's one-node path, lstm_layer, both ways in time
+    OpCase("lstm_layer", lambda lib, x, h, c, *w: tuple(lib.lstm(x, (h, c), list(w), True, 1, 0.0, False, True,
+                                                                 False)),
+           [Float((4, 2, 3)), Float((2, 2, 3)), Float((2, 2, 3))] + [Float((12, 3)), Float((12, 3)), Float((12,)),
+                                                                     Float((12,))] * 2, **_N),
 ]
 
 _MORE_POINTWISE = [

@@ -23,7 +23,7 @@ from corenn.module.module import Module
 from corenn.module.parameter import Parameter
 from corenn.nn import functional as F, init
 from corenn.nn.utils.rnn import PackedSequence
-from corenn.ops.recurrent import gru_step, lstm_step
+from corenn.ops.recurrent import gru_step, lstm_layer, lstm_step
 from corenn.tensor.tensor import Tensor
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -66,6 +66,15 @@ def _run_direction(step, input_gates, batch_sizes, initial, weights, reverse):
     (N, *) states (h, or h and c). Forwards, finished sequences drop off the end of the running
     state and their final state is kept aside; backwards, sequences join as their last step comes.
     """
+    if step is _lstm_step and weights[2] is None and len(set(batch_sizes)) == 1:
+        # Sequences of one length, no projection: the whole direction is one lstm_layer node.
+        gates = input_gates.reshape(len(batch_sizes), batch_sizes[0], input_gates.shape[-1])
+        if reverse:
+            gates = gates.flip(0)
+        output, h, c = lstm_layer(gates, initial[0], initial[1], weights[0], weights[1])
+        if reverse:
+            output = output.flip(0)
+        return output.reshape(-1, output.shape[-1]), (h, c)
     pieces = input_gates.split(batch_sizes) if len(batch_sizes) > 1 else [input_gates]
     outputs = [None] * len(batch_sizes)
     if not reverse:
