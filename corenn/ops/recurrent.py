@@ -99,10 +99,13 @@ class LSTMCell(Op):
 class LSTMLayer(Op):
     """Every time step of one LSTM layer and direction as one node (the path of sequences of equal length).
 
-    The steps run as in ``lstm_cell``; what one node buys is in the backward: each step's gate
-    gradients go into one (T, N, 4H) array, and the gradients of ``w_hh`` and ``b_hh`` are one
-    product and one sum over all steps, where step-by-step they were T small products whose
-    results autograd then added up one by one.
+    The arithmetic is ``lstm_cell``'s, step after step. One node for all steps buys three things:
+    no per-step node; each step's ufuncs write into arrays made once for the whole sequence
+    (at recurrent models' small batches a call costs more than its arithmetic); and in the
+    backward, every derivative that does not depend on the recurrence (the gates' own, through
+    sigmoid and tanh) is computed for all steps at once before the loop, which then needs about
+    eight calls a step, and the gradients of ``w_hh`` and ``b_hh`` are one product and one sum
+    over all steps instead of T small products that autograd would then add up one by one.
     """
 
     num_outputs = 3
@@ -111,21 +114,29 @@ class LSTMLayer(Op):
     def forward(ctx, input_gates, h0, c0, w_hh, b_hh=None):
         xp = ctx.xp
         steps, hidden = input_gates.shape[0], c0.shape[-1]
+        i, f, g, o = (slice(k * hidden, (k + 1) * hidden) for k in range(4))
         gates_in = input_gates if b_hh is None else input_gates + b_hh  # the hidden bias, added once
         w_t = xp.ascontiguousarray(w_hh.T)
         hs = xp.empty((steps + 1,) + h0.shape, dtype=h0.dtype)  # h_{t-1} of every step, for the backward
         cs = xp.empty((steps + 1,) + c0.shape, dtype=c0.dtype)
         activated = xp.empty(input_gates.shape, dtype=input_gates.dtype)
         tanh_cs = xp.empty((steps,) + c0.shape, dtype=c0.dtype)
+        gates = xp.empty(input_gates.shape[1:], dtype=input_gates.dtype)
         hs[0], cs[0] = h0, c0
-        for t in range(steps):
-            gates = gates_in[t] + hs[t] @ w_t
-            act = activated[t]
-            act[...] = _sigmoid(xp, gates)
-            act[..., 2 * hidden:3 * hidden] = xp.tanh(gates[..., 2 * hidden:3 * hidden])
-            cs[t + 1] = act[..., hidden:2 * hidden] * cs[t] + act[..., :hidden] * act[..., 2 * hidden:3 * hidden]
-            tanh_cs[t] = xp.tanh(cs[t + 1])
-            hs[t + 1] = act[..., 3 * hidden:] * tanh_cs[t]
+        with np.errstate(over="ignore"):  # sigmoid's exp(-x) overflows to inf for very negative x: 1/inf is 0
+            for t in range(steps):
+                xp.matmul(hs[t], w_t, out=gates)
+                gates += gates_in[t]
+                act = activated[t]
+                xp.negative(gates, out=act)      # one sigmoid over all four gates ...
+                xp.exp(act, out=act)
+                act += 1
+                xp.divide(1, act, out=act)
+                xp.tanh(gates[..., g], out=act[..., g])  # ... and tanh over the cell gate's
+                xp.multiply(act[..., f], cs[t], out=cs[t + 1])
+                cs[t + 1] += act[..., i] * act[..., g]
+                xp.tanh(cs[t + 1], out=tanh_cs[t])
+                xp.multiply(act[..., o], tanh_cs[t], out=hs[t + 1])
         ctx.save_for_backward(hs, cs, w_hh, activated, tanh_cs)
         ctx.has_bias = b_hh is not None
         # Copies: the outputs may be changed in place later, the saved states must not be.
@@ -137,22 +148,29 @@ class LSTMLayer(Op):
         hs, cs, w_hh, activated, tanh_cs = ctx.saved
         grad_outputs, grad_h_last, grad_c_last = grads
         steps, hidden = activated.shape[0], cs.shape[-1]
+        i, f, g, o = (slice(k * hidden, (k + 1) * hidden) for k in range(4))
+        # What does not depend on the recurrence, for all steps at once: each gate's derivative times the
+        # factor it meets (d c_t / d i = g, d c_t / d f = c_{t-1}, d c_t / d g = i, d h_t / d o = tanh c_t).
+        factors = activated * (1 - activated)
+        factors[..., g] = 1 - activated[..., g] * activated[..., g]
+        factors[..., i] *= activated[..., g]
+        factors[..., f] *= cs[:-1]
+        factors[..., g] *= activated[..., i]
+        factors[..., o] *= tanh_cs
+        through_tanh = activated[..., o] * (1 - tanh_cs * tanh_cs)  # d h_t / d c_t
         grad_gates = xp.empty(activated.shape, dtype=activated.dtype)
-        grad_h = xp.zeros_like(hs[0]) if grad_h_last is None else grad_h_last
-        grad_c = xp.zeros_like(cs[0]) if grad_c_last is None else grad_c_last
+        grad_h = xp.zeros(hs.shape[1:], dtype=hs.dtype) if grad_h_last is None else grad_h_last.copy()
+        grad_c = xp.zeros(cs.shape[1:], dtype=cs.dtype) if grad_c_last is None else grad_c_last.copy()
         for t in range(steps - 1, -1, -1):
             if grad_outputs is not None:
-                grad_h = grad_h + grad_outputs[t]
-            act, tanh_c, g = activated[t], tanh_cs[t], grad_gates[t]
-            in_gate, forget_gate = act[..., :hidden], act[..., hidden:2 * hidden]
-            cell_gate, out_gate = act[..., 2 * hidden:3 * hidden], act[..., 3 * hidden:]
-            grad_c = grad_c + grad_h * out_gate * (1 - tanh_c * tanh_c)
-            g[..., 3 * hidden:] = grad_h * tanh_c * out_gate * (1 - out_gate)
-            g[..., :hidden] = grad_c * cell_gate * in_gate * (1 - in_gate)
-            g[..., hidden:2 * hidden] = grad_c * cs[t] * forget_gate * (1 - forget_gate)
-            g[..., 2 * hidden:3 * hidden] = grad_c * in_gate * (1 - cell_gate * cell_gate)
-            grad_h = g @ w_hh
-            grad_c = grad_c * forget_gate
+                grad_h += grad_outputs[t]
+            grad_c += grad_h * through_tanh[t]
+            step_grads, factor = grad_gates[t], factors[t]
+            xp.multiply(grad_h, factor[..., o], out=step_grads[..., o])
+            for gate in (i, f, g):
+                xp.multiply(grad_c, factor[..., gate], out=step_grads[..., gate])
+            xp.matmul(step_grads, w_hh, out=grad_h)
+            grad_c *= activated[t, ..., f]
         need_gates, need_h, need_c, need_w, *need_b = ctx.needs_input_grad
         rows = grad_gates.reshape(-1, grad_gates.shape[-1])
         grad_w = rows.T @ hs[:-1].reshape(-1, hs.shape[-1]) if need_w else None
