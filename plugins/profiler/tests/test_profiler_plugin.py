@@ -63,3 +63,20 @@ def test_a_long_profile_leaves_nothing_per_op_for_the_garbage_collector_to_walk(
     linear = next(e for e in events if e.name == "linear")
     assert linear.input_shapes == [[3, 4], [8, 4], [8]]  # PyTorch's lists of lists, from the frozen tuples
     assert sum(e.freed_bytes for e in events) > 0  # frees, kept aside while recording, were merged in
+
+
+def test_recording_moves_what_existed_out_of_the_collectors_way_and_gives_it_back():
+    import gc
+    before = gc.get_freeze_count()
+    with profile():
+        assert gc.get_freeze_count() > before  # the program's objects, frozen while recording
+        corenn.ones(2) + 1
+    assert gc.get_freeze_count() == before
+    gc.freeze()  # a program that froze objects itself: the profile leaves its freeze alone
+    try:
+        frozen = gc.get_freeze_count()
+        with profile():
+            corenn.ones(2) + 1
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
