@@ -68,7 +68,7 @@ class Recorder:
         self.open: list[int] = []                  # the main thread's open records, innermost last
         self.other_threads: dict[int, list[int]] = {}
         self.module_stack: list[tuple] = []        # (module, path, record index), innermost last
-        self.child_names: dict[tuple[int, int], str] = {}
+        self.child_paths: dict[tuple[str, int], str] = {}  # (parent's path, id(child)) -> the child's path
         self.module_info: dict[str, dict] = {}     # path -> type, parameter bytes, calls, output bytes
         self.forward_by_sequence_nr: dict[int, int] = {}
         self.pending_node = None                   # (record index, node) of the last op, until it has returned
@@ -81,6 +81,7 @@ class Recorder:
         self.peak_at = (0, -1)                     # (time, record index) when the peak was reached
         self.memory_samples: list[tuple[int, int]] = []
         self.freed_callback = self.freed           # one bound method for every weakref
+        self.last_sampled = 0                      # live bytes at the timeline's last point
         self.handles = []
         self.start_ns = self.stop_ns = 0
         self.active = False
@@ -123,6 +124,8 @@ class Recorder:
         self.open.clear()
         self.other_threads.clear()
         self.module_stack.clear()
+        if self.profile_memory:
+            self.sample_memory(now)
         # Arrays still alive are "live at the end"; forget them, so their later frees cost nothing.
         self.watched.clear()
         self.merge_late_fields()
@@ -132,8 +135,6 @@ class Recorder:
         record = self.records[index]
         if record.__class__ is list:
             record[INPUTS] = None
-            if record[SHAPES] is not None:
-                record[SHAPES] = tuple(record[SHAPES])
             self.records[index] = tuple(record)
 
     def merge_late_fields(self) -> None:
@@ -183,6 +184,8 @@ class Recorder:
             if record[KIND] == kind:
                 if outputs is not None and self.profile_memory:
                     self.count_allocations(index, record, outputs, record[INPUTS] or ())
+                    if self.live_bytes != self.last_sampled:
+                        self.sample_memory(now)
                 self.end_record(index)
                 return index
             self.end_record(index)
@@ -197,7 +200,7 @@ class Recorder:
         module_stack = self.module_stack
         records = self.records
         record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
-                  [getattr(a, "shape", ()) for a in arrays] if self.record_shapes else None,
+                  tuple([getattr(a, "shape", ()) for a in arrays]) if self.record_shapes else None,
                   self.python_stack() if self.with_stack else None,
                   module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid,
                   arrays if self.profile_memory else None]
@@ -207,7 +210,9 @@ class Recorder:
             sync = self.synchronize.get(device.type)
             if sync is not None:
                 sync()
-        record[START] = perf_counter_ns()
+        record[START] = start = perf_counter_ns()
+        if self.profile_memory and self.live_bytes != self.last_sampled:
+            self.sample_memory(start)
 
     def op_node(self, op_name, node):
         # The node's sequence_nr is set once the op returns: read it at the next event.
@@ -226,8 +231,8 @@ class Recorder:
         if self.profile_memory:
             self.count_allocations(index, record, out if out.__class__ is tuple else (out,), record[INPUTS] or ())
             record[INPUTS] = None
-        if record[SHAPES] is not None:
-            record[SHAPES] = tuple(record[SHAPES])
+            if self.live_bytes != self.last_sampled:
+                self.sample_memory(end)
         self.records[index] = tuple(record)  # end_record, inlined
 
     def resolve_pending_node(self) -> None:
@@ -249,7 +254,7 @@ class Recorder:
         if self.profile_memory or self.record_shapes:
             grads = grad_outputs if grad_outputs.__class__ in (tuple, list) else (grad_outputs,)
             if self.record_shapes:
-                record[SHAPES] = [getattr(g, "shape", ()) for g in grads]
+                record[SHAPES] = tuple([getattr(g, "shape", ()) for g in grads])
             if self.profile_memory:
                 record[INPUTS] = grads
         record[START] = perf_counter_ns()
@@ -267,7 +272,18 @@ class Recorder:
                 for x in inputs:
                     if x is array:
                         return
-                self.watch(array, array, index, record)
+                # watch(array, array, index, record), inlined: this runs for nearly every op
+                try:
+                    ref = weakref.ref(array, self.freed_callback)
+                except TypeError:
+                    return
+                nbytes = array.nbytes
+                self.watched[id(ref)] = (ref, index, nbytes)
+                record[ALLOC] += nbytes
+                self.live_bytes = live = self.live_bytes + nbytes
+                if live > self.peak_bytes:
+                    self.peak_bytes = live
+                    self.peak_at = (record[END], index)
                 return
         allocated_roots = []
         for array in outputs:
@@ -301,11 +317,9 @@ class Recorder:
         self.watched[id(ref)] = (ref, index, nbytes)  # by id: a weakref hashes as its array, unhashable
         record[ALLOC] += nbytes
         self.live_bytes = live = self.live_bytes + nbytes
-        now = perf_counter_ns()
         if live > self.peak_bytes:
             self.peak_bytes = live
-            self.peak_at = (now, index)
-        self.memory_samples.append((now, live))
+            self.peak_at = (record[END], index)  # outputs are counted as their op ends
 
     def freed(self, ref) -> None:
         entry = self.watched.pop(id(ref), None)
@@ -314,7 +328,15 @@ class Recorder:
         _, index, nbytes = entry
         self.freed_by[index] = self.freed_by.get(index, 0) + nbytes
         self.live_bytes -= nbytes
-        self.memory_samples.append((perf_counter_ns(), self.live_bytes))
+
+    def sample_memory(self, now) -> None:
+        """Add a point to the live-bytes timeline if it moved since the last one. Points are taken at op
+        boundaries (an op's start shows what was freed since the last op, its end what it allocated): one
+        per allocation and free cost more than the rest of the memory tracking."""
+        live = self.live_bytes
+        if live != self.last_sampled:
+            self.memory_samples.append((now, live))
+            self.last_sampled = live
 
     # -- the calling Python frame --------------------------------------------------------------------------
     def python_stack(self) -> tuple:
@@ -363,19 +385,19 @@ class Recorder:
         if not self.module_stack:
             return type(module).__name__
         parent, parent_path, _ = self.module_stack[-1]
-        key = (id(parent), id(module))
-        name = self.child_names.get(key)
-        if name is None:
+        key = (parent_path, id(module))
+        path = self.child_paths.get(key)
+        if path is None:
             name = next((child_name for child_name, child in parent.named_children() if child is module),
                         type(module).__name__)  # called by its parent without being its child
-            self.child_names[key] = name
-        return f"{parent_path}.{name}"
+            path = self.child_paths[key] = f"{parent_path}.{name}"
+        return path
 
 
 def tensor_bytes(output) -> int:
     """Bytes of the tensors in a module's output (a tensor, or tuples, lists and dicts of them)."""
     if isinstance(output, corenn.Tensor):
-        return output.numel() * output.element_size()
+        return output.nbytes
     if isinstance(output, (tuple, list)):
         return sum(tensor_bytes(item) for item in output)
     if isinstance(output, dict):
