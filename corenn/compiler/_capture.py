@@ -746,18 +746,18 @@ class CompiledFunctionBackward(_node.Node):
     def backward(self, grad_outputs):
         plan = self.plan
         ctxs = self.ctxs
-        buffers: dict = {}
+        buffers: dict = {}  # captured node -> the gradient(s) it has received, summed as the engine sums them
         seeds = (grad_outputs,) if plan.num_outputs == 1 else grad_outputs
         for (step, output_nr), grad in zip(plan.outputs_of_steps, seeds):
             if grad is not None:
-                _accumulate(buffers, ctxs[step], step, output_nr, grad)
+                _node._add_to_buffer(buffers, ctxs[step], output_nr, grad)
         outer = [None] * len(self.next_edges)
         actions = plan.actions
         for step in plan.order:
-            grad_outputs = buffers.pop(step, None)
+            ctx = ctxs[step]
+            grad_outputs = buffers.pop(ctx, None)
             if grad_outputs is None:
                 continue
-            ctx = ctxs[step]
             grad_inputs = ctx.backward(ctx, grad_outputs)
             if grad_inputs.__class__ is not tuple:
                 grad_inputs = (grad_inputs,)
@@ -768,20 +768,8 @@ class CompiledFunctionBackward(_node.Node):
                     e = action[1]
                     outer[e] = grad if outer[e] is None else outer[e] + grad
                 else:
-                    _accumulate(buffers, ctxs[action[1]], action[1], action[2], grad)
+                    _node._add_to_buffer(buffers, ctxs[action[1]], action[2], grad)
         return tuple(outer)
-
-
-def _accumulate(buffers, ctx, step, output_nr, grad):
-    """Add ``grad`` to what step ``step``'s node has received (a list per output for multi-output nodes)."""
-    if ctx.num_outputs == 1:
-        existing = buffers.get(step)
-        buffers[step] = grad if existing is None else existing + grad
-        return
-    slots = buffers.get(step)
-    if slots is None:
-        slots = buffers[step] = [None] * ctx.num_outputs
-    slots[output_nr] = grad if slots[output_nr] is None else slots[output_nr] + grad
 
 
 def _build_fused_output(spec, env, node, input_tensors):
