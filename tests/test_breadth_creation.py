@@ -98,6 +98,10 @@ def test_fill_matches_torch():
     match_torch(lambda t, v: corenn.fill(t, v), lambda t, v: torch.fill(t, v), [x, np.array(1.5)], torch)
     ints = corenn.fill(corenn.tensor([1, 2]), 3)
     assert ints.dtype is corenn.int64 and ints.tolist() == [3, 3]
+    for value in (3.5, True, -2):  # a number is cast to input's dtype, as PyTorch casts it
+        for base in ([1, 2], [True, False], [0.5, 1.5]):
+            ours, theirs = corenn.fill(corenn.tensor(base), value), torch.fill(torch.tensor(base), value)
+            assert ours.tolist() == theirs.tolist() and str(ours.dtype)[7:] == str(theirs.dtype)[6:]
     with pytest.raises(RuntimeError, match="0-dimension"):
         corenn.fill(corenn.zeros(2), corenn.zeros(2))
 

@@ -98,6 +98,9 @@ def test_shape_errors():
     with pytest.raises(RuntimeError, match="The expanded size of the tensor \\(4\\) must match the existing size "
                                            "\\(2\\)"):
         corenn.ones(2, 3).expand(4, 3)
+    with pytest.raises(RuntimeError, match=r"The expanded size of the tensor \(5\) must match the existing size "
+                                           r"\(3\) at non-singleton dimension 1"):
+        corenn.ones(2, 3).expand(4, 5)  # both dimensions mismatch: PyTorch checks from the last and names it
     with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got "
                                          r"5\)"):
         corenn.ones(2, 3).sum(5)

@@ -290,7 +290,8 @@ def expand(input, *sizes):
                                  f"tensor ({len(shape)})"))
     offset = len(sizes) - len(shape)
     target = []
-    for i, size in enumerate(sizes):
+    for i in range(len(sizes) - 1, -1, -1):  # last dimension first, as PyTorch checks (its error names the last)
+        size = sizes[i]
         existing = shape[i - offset] if i >= offset else None
         if size == -1:
             if existing is None:
@@ -303,7 +304,7 @@ def expand(input, *sizes):
                                      "Tensor sizes: "
                                      f"{list(shape)}"))
         target.append(size)
-    target = tuple(target)
+    target = tuple(reversed(target))
     if target == shape:
         return _alias(input)
     return run("expand", input, shape=target)

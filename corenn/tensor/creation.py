@@ -359,9 +359,11 @@ def fill(input, value):
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(named(f"fill only supports 0-dimension value tensor but got tensor with {value.ndim} "
                                  "dimensions."))
+    if not isinstance(value, Tensor):  # a number is cast to input's dtype, as PyTorch casts it (3.5 -> 3 for int64)
+        value = full((), check_number(value, "value"), device=input.device)
     everywhere = ones(input.shape, dtype=_dtype.bool_, device=input.device)
-    value = value.to(input.dtype) if isinstance(value, Tensor) else check_number(value, "value")
-    return where(everywhere, value, input)
+    # through where: a 0-d tensor value gets the gradient, and input its (zero) one, as in PyTorch
+    return where(everywhere, value.to(input.dtype), input)
 
 
 def fill_(input, value):
