@@ -70,7 +70,7 @@ def __getattr__(name):
     # Subpackages load on first use, keeping ``import corenn`` fast.
     import importlib
     if name in ("nn", "optim", "fx", "utils", "testing", "serialization", "cuda", "accelerator", "backends", "amp",
-                "cpu", "multiprocessing", "jit", "compiler", "linalg", "special"):
+                "cpu", "multiprocessing", "jit", "compiler", "linalg", "special", "distributions"):
         return importlib.import_module(f"corenn.{name}")
     if name in _dtype.LOW_PRECISION_NAMES:  # bfloat16, float8_*: ml_dtypes loads on first use
         return _dtype.low_precision_dtype(name)
