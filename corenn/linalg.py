@@ -28,7 +28,7 @@ QrResult = collections.namedtuple("qr", ["Q", "R"])
 EighResult = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
 
 
-def _tensor(value, name, function):
+def _tensor(value, name):
     if not isinstance(value, corenn.Tensor):
         raise not_tensors(**{name: value})
     return value
@@ -36,7 +36,7 @@ def _tensor(value, name, function):
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """The ``ord``-norm of ``x`` over ``dim`` (all elements by default), as a vector norm."""
-    _tensor(x, "x", "vector_norm")
+    _tensor(x, "x")
     if dim is None and not keepdim:
         x, dim = x.reshape(-1), 0
     return corenn.norm(x, p=ord, dim=dim, keepdim=keepdim, dtype=dtype)
@@ -44,7 +44,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """Frobenius, nuclear, 1, -1, inf, -inf, 2 or -2 norm of the matrices over ``dim``."""
-    _tensor(A, "A", "matrix_norm")
+    _tensor(A, "A")
     if A.ndim < 2:
         raise RuntimeError(named(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions."))
     if dtype is not None:
@@ -56,7 +56,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         moved = A.movedim((rows, columns), (-2, -1))
         singular = svdvals(moved)
         value = singular.sum(-1) if ord == "nuc" else singular.amax(-1) if ord == 2 else singular.amin(-1)
-        return _keep(value, A.ndim, (rows, columns)) if keepdim else value
+        return _keep(value, (rows, columns)) if keepdim else value
     if ord in (1, -1, math.inf, -math.inf):
         # 1: largest absolute column sum (sum over rows); inf: largest absolute row sum.
         summed_dim, reduced_dim = (rows, columns) if ord in (1, -1) else (columns, rows)
@@ -66,7 +66,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     raise RuntimeError(named(f"linalg.matrix_norm: Order {ord} not supported."))
 
 
-def _keep(value, ndim, dims):
+def _keep(value, dims):
     for d in sorted(dims):
         value = value.unsqueeze(d)
     return value
@@ -74,7 +74,7 @@ def _keep(value, ndim, dims):
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """``vector_norm`` or ``matrix_norm``, chosen as PyTorch chooses: by ``dim`` (one or two dims) and ``ord``."""
-    _tensor(A, "A", "norm")
+    _tensor(A, "A")
     if dim is not None and not isinstance(dim, int) and len(dim) == 2:
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
     if dim is None and ord is not None:
@@ -132,7 +132,7 @@ def svdvals(A, *, driver=None):
 
 def qr(A, mode="reduced"):
     """``(Q, R)`` with orthonormal ``Q`` and upper-triangular ``R``; ``mode`` "reduced" or "r"."""
-    _tensor(A, "A", "qr")
+    _tensor(A, "A")
     if mode not in ("reduced", "r", "complete"):
         raise RuntimeError(named(f"linalg.qr: qr received unrecognized mode '{mode}' but expected one of "
                                  "'reduced' (default), 'r', or 'complete'"))
@@ -174,7 +174,7 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     """How many singular values exceed ``max(atol, rtol * largest)`` (PyTorch's default rtol: eps * max(m, n))."""
     if hermitian:
         raise NotImplementedError(named("linalg.matrix_rank: hermitian=True is not implemented in corenn"))
-    _tensor(A, "A", "matrix_rank")
+    _tensor(A, "A")
     with corenn.no_grad():
         singular = svdvals(A)
         largest = singular.amax(-1, keepdim=True)

@@ -124,7 +124,7 @@ class Recorder:
         self.open.clear()
         self.other_threads.clear()
         self.module_stack.clear()
-        if self.profile_memory:
+        if self.profile_memory and self.live_bytes != self.last_sampled:
             self.sample_memory(now)
         # Arrays still alive are "live at the end"; forget them, so their later frees cost nothing.
         self.watched.clear()
@@ -330,13 +330,11 @@ class Recorder:
         self.live_bytes -= nbytes
 
     def sample_memory(self, now) -> None:
-        """Add a point to the live-bytes timeline if it moved since the last one. Points are taken at op
-        boundaries (an op's start shows what was freed since the last op, its end what it allocated): one
-        per allocation and free cost more than the rest of the memory tracking."""
-        live = self.live_bytes
-        if live != self.last_sampled:
-            self.memory_samples.append((now, live))
-            self.last_sampled = live
+        """Add a point to the live-bytes timeline; callers call it when it moved since the last point.
+        Points are taken at op boundaries (an op's start shows what was freed since the last op, its end
+        what it allocated): one per allocation and free cost more than the rest of the memory tracking."""
+        self.memory_samples.append((now, self.live_bytes))
+        self.last_sampled = self.live_bytes
 
     # -- the calling Python frame --------------------------------------------------------------------------
     def python_stack(self) -> tuple:
