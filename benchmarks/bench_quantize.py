@@ -1,8 +1,11 @@
 """int8 dynamic quantization against fp32, in corenn and PyTorch, in one run: an MLP 784-2048-2048-10.
 
 Prints, per batch size (1, 8, 64), the median inference time of corenn fp32, corenn int8
-(``quantize_dynamic``), PyTorch fp32 and PyTorch int8 (``torch.ao.quantization.quantize_dynamic``),
+(``quantize_dynamic``; also with every product on one thread, to show what the parallel
+kernels give), PyTorch fp32 and PyTorch int8 (``torch.ao.quantization.quantize_dynamic``),
 the ratios the issue sets targets for, the state-dict sizes, the CPU and the int8 kernel in use.
+The contenders are timed in turn, call after call (round robin), so that a neighbour's load on
+a shared machine falls on all of them alike.
 
     python benchmarks/bench_quantize.py [--repeats 50]
 """
@@ -11,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import tempfile
+import time
 import warnings
 
 import corenn
@@ -19,7 +24,6 @@ from corenn import nn
 import corenn_quantize as Q
 from corenn_quantize import kernels
 
-from timing import median_seconds
 
 
 def cpu_name() -> str:
@@ -32,8 +36,29 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def median_ms(function, repeats: int) -> float:
-    return median_seconds(function, repeats) * 1e3
+def interleaved_medians_ms(functions: dict, repeats: int, warmup: int = 3) -> dict:
+    """Median milliseconds of each function, timed one call of each after another, ``repeats`` rounds."""
+    for function in functions.values():
+        for _ in range(warmup):
+            function()
+    times = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+
+
+def serial(function):
+    """``function`` with every int8 product on one thread."""
+    def run():
+        saved, kernels.PARALLEL_MIN_MACS = kernels.PARALLEL_MIN_MACS, 1 << 62
+        try:
+            return function()
+        finally:
+            kernels.PARALLEL_MIN_MACS = saved
+    return run
 
 
 def main():
@@ -57,22 +82,22 @@ def main():
         tint8 = torch.ao.quantization.quantize_dynamic(tmodel, {torch.nn.Linear}, dtype=torch.qint8)
     except ImportError:
         torch = None
-    print(f"CPU: {cpu_name()}; int8 kernel: {kernels.backend()}; repeats: {args.repeats} (medians)")
-    print(f"{'batch':>5} {'corenn fp32':>12} {'corenn int8':>12} {'torch fp32':>11} {'torch int8':>11} "
-          f"{'fp32/int8':>10} {'int8 vs torch int8':>19}")
+    kernel = kernels.backend() + (" with AVX-512 VNNI" if kernels.uses_vnni() else "")
+    print(f"CPU: {cpu_name()}; int8 kernel: {kernel}; repeats: {args.repeats} (medians, round robin)")
+    print(f"{'batch':>5} {'corenn fp32':>12} {'corenn int8':>12} {'int8 1 thread':>14} {'torch fp32':>11} "
+          f"{'torch int8':>11} {'fp32/int8':>10} {'int8/torch int8':>16}")
     for batch in (1, 8, 64):
         x = corenn.randn(batch, 784)
-        with corenn.no_grad():
-            fp32_ms = median_ms(lambda: model(x), args.repeats)
-            int8_ms = median_ms(lambda: int8(x), args.repeats)
-        torch_fp32 = torch_int8 = float("nan")
+        contenders = {"fp32": lambda: model(x), "int8": lambda: int8(x), "int8 serial": serial(lambda: int8(x))}
         if torch is not None:
             tx = torch.from_numpy(x.numpy())
-            with torch.no_grad():
-                torch_fp32 = median_ms(lambda: tmodel(tx), args.repeats)
-                torch_int8 = median_ms(lambda: tint8(tx), args.repeats)
-        print(f"{batch:>5} {fp32_ms:>10.3f}ms {int8_ms:>10.3f}ms {torch_fp32:>9.3f}ms {torch_int8:>9.3f}ms "
-              f"{fp32_ms / int8_ms:>9.2f}x {int8_ms / torch_int8:>18.2f}x")
+            contenders.update({"torch fp32": lambda: tmodel(tx), "torch int8": lambda: tint8(tx)})
+        with corenn.no_grad(), (torch.no_grad() if torch is not None else corenn.no_grad()):
+            ms = interleaved_medians_ms(contenders, args.repeats)
+        torch_fp32, torch_int8 = ms.get("torch fp32", float("nan")), ms.get("torch int8", float("nan"))
+        print(f"{batch:>5} {ms['fp32']:>10.3f}ms {ms['int8']:>10.3f}ms {ms['int8 serial']:>12.3f}ms "
+              f"{torch_fp32:>9.3f}ms {torch_int8:>9.3f}ms {ms['fp32'] / ms['int8']:>9.2f}x "
+              f"{ms['int8'] / torch_int8:>15.2f}x")
     with tempfile.TemporaryDirectory() as folder:
         corenn.save(model.state_dict(), os.path.join(folder, "fp32.safetensors"))
         corenn.save(int8.state_dict(), os.path.join(folder, "int8.safetensors"))

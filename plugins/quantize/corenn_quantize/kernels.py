@@ -1,19 +1,27 @@
 """int8 kernels: u8 x s8 matrix products with int32 accumulation, dequantized or requantized as they are stored.
 
-Two implementations of one contract, chosen once per process:
+One contract, three implementations, chosen once per process:
 
-- **numba** (when ``numba`` imports): a compiled loop, parallel over output features, that
-  accumulates ``int32(x) * int32(w)`` and applies scale, zero-point correction, bias and (for
-  static quantization) requantization to uint8 in the store of each output, so no int32
-  matrix is ever written out;
+- **numba + VNNI** (numba imports and the host has AVX-512 VNNI): weights packed once into
+  ``vpdpbusd``'s layout (``LinearWeights``, made when a module is converted or loaded), a tile
+  of 4 rows x 64 output features (1 x 128 for a single row) accumulated in registers, and
+  zero-point correction, scale, bias and (for static quantization) requantization to uint8 in
+  the store of each output, so no int32 matrix is ever written out;
+- **numba, portable** (numba imports, any CPU): the same stores after a plain loop over the
+  ``(N, K)`` weights that LLVM vectorises for the host;
 - **numpy** (always available): the same arithmetic through float32 BLAS on chunks of at
   most ``EXACT_CHUNK`` input features. Activations are at most 255 and weights at most 128 in
   magnitude, so a chunk's partial sums stay below 2**24 and float32 holds them exactly:
   the result is the int32 accumulation, bit for bit.
 
+All three give the same numbers, bit for bit (the tests check it). Products with enough work
+run in parallel over output features (``PARALLEL_MIN_MACS``), smaller ones on one thread, where
+starting the thread pool would cost more than it saves.
+
 These are functions of the plugin, not overrides of core kernels: corenn has no quantized
 op for a kernel registration to name (``corenn_register_kernels`` overrides existing core
-ops). ``CORENN_QUANTIZE_KERNELS=numpy`` forces the numpy kernels; ``backend()`` says which run.
+ops). ``CORENN_QUANTIZE_KERNELS=numpy`` forces the numpy kernels, ``=portable`` the portable
+numba loop; ``backend()`` and ``uses_vnni()`` say which run.
 """
 from __future__ import annotations
 
@@ -21,15 +29,30 @@ import os
 
 import numpy as np
 
-__all__ = ["backend", "EXACT_CHUNK", "linear_dequantized", "linear_requantized", "quantize_rows_dynamic"]
+__all__ = ["backend", "uses_vnni", "EXACT_CHUNK", "PARALLEL_MIN_MACS", "LinearWeights", "linear_dequantized",
+           "linear_requantized", "linear_dynamic", "quantize_rows_dynamic"]
 
 EXACT_CHUNK = 512  # 512 * 255 * 128 < 2**24: float32 sums of that many u8 x s8 products are exact
+# Below this many multiply-accumulates a product runs on one thread (see benchmarks/bench_quantize.py).
+PARALLEL_MIN_MACS = 1 << 22
 _numba_kernels = None
+_use_vnni = None
 
 
 def backend() -> str:
     """``"numba"`` or ``"numpy"``: which int8 GEMM runs in this process."""
     return "numba" if _compiled() is not None else "numpy"
+
+
+def uses_vnni() -> bool:
+    """Whether the numba kernels use AVX-512 VNNI (``vpdpbusd``) on this host."""
+    global _use_vnni
+    kernels = _compiled()
+    if kernels is None:
+        return False
+    if _use_vnni is None:
+        _use_vnni = kernels.VNNI and os.environ.get("CORENN_QUANTIZE_KERNELS", "").lower() != "portable"
+    return _use_vnni
 
 
 def _compiled():
@@ -46,11 +69,59 @@ def _compiled():
     return _numba_kernels or None
 
 
-def _check(xq: np.ndarray, wq: np.ndarray) -> None:
-    # Compiled loops trust their inputs; check them here, once, before the first load.
-    if xq.dtype != np.uint8 or wq.dtype != np.int8 or xq.ndim != 2 or wq.ndim != 2 or xq.shape[1] != wq.shape[1]:
+class LinearWeights:
+    """int8 ``(N, K)`` weights with what the kernels need: row sums and the backend's layout of them.
+
+    ``LinearWeights(wq)`` prepares the layout of the kernels this process runs (the VNNI
+    packing, or the numpy kernels' float32 transposed copy); another backend's layout is made
+    on its first use. The weights are read, never written: ``wq`` is kept as given.
+    """
+
+    def __init__(self, wq: np.ndarray):
+        if not isinstance(wq, np.ndarray) or wq.dtype != np.int8 or wq.ndim != 2:
+            raise TypeError(f"LinearWeights: expected a 2-d int8 array, got "
+                            f"{getattr(wq, 'dtype', type(wq).__name__)} {getattr(wq, 'shape', '')}")
+        self.wq = np.ascontiguousarray(wq)
+        self.sums = self.wq.sum(axis=1, dtype=np.int64).astype(np.int32)
+        self._vnni_packed = None
+        self._transposed_float = None
+        if uses_vnni():
+            self.vnni_packed()
+        elif backend() == "numpy":
+            self.transposed_float()
+
+    @property
+    def shape(self):
+        return self.wq.shape
+
+    def vnni_packed(self) -> np.ndarray:
+        """The weights as ``(ceil(N/16), ceil(K/4), 64)`` int8 blocks (``numba_kernels.pack_vnni``)."""
+        if self._vnni_packed is None:
+            self._vnni_packed = _compiled().pack_vnni(self.wq)
+        return self._vnni_packed
+
+    def transposed_float(self) -> np.ndarray:
+        """float32 ``wq.T``, the numpy kernels' operand."""
+        if self._transposed_float is None:
+            self._transposed_float = self.wq.T.astype(np.float32)
+        return self._transposed_float
+
+
+def _check(xq: np.ndarray, weights: LinearWeights, scales, bias) -> None:
+    # Compiled loops check shapes again; dtypes are checked here, once, before anything runs.
+    if not isinstance(weights, LinearWeights):
+        raise TypeError(f"int8 linear: expected LinearWeights, got {type(weights).__name__}")
+    n_features, k_depth = weights.shape
+    if not isinstance(xq, np.ndarray) or xq.dtype != np.uint8 or xq.ndim != 2 or xq.shape[1] != k_depth:
         raise RuntimeError(f"int8 linear: expected uint8 (M, K) activations and int8 (N, K) weights, got "
-                           f"{xq.dtype} {xq.shape} and {wq.dtype} {wq.shape}")
+                           f"{getattr(xq, 'dtype', type(xq).__name__)} {getattr(xq, 'shape', '')} and int8 "
+                           f"{weights.shape}")
+    if scales.dtype != np.float32 or scales.shape != (n_features,):
+        raise RuntimeError(f"int8 linear: expected float32 scales of shape ({n_features},), got {scales.dtype} "
+                           f"{scales.shape}")
+    if bias is not None and (bias.dtype != np.float32 or bias.shape != (n_features,)):
+        raise RuntimeError(f"int8 linear: expected a float32 bias of shape ({n_features},), got {bias.dtype} "
+                           f"{bias.shape}")
 
 
 def _accumulate_numpy(xq: np.ndarray, wq_t_float: np.ndarray) -> np.ndarray:
@@ -65,49 +136,95 @@ def _accumulate_numpy(xq: np.ndarray, wq_t_float: np.ndarray) -> np.ndarray:
     return total
 
 
-def linear_dequantized(xq, x_zero_point: int, wq, weight_sums, scales, bias, weight_t_float=None):
+def _padded_rows(m_rows: int) -> int:
+    rows = _compiled().ROWS
+    return m_rows if m_rows < rows else -(-m_rows // rows) * rows
+
+
+def _vnni_activations(xq: np.ndarray) -> np.ndarray:
+    """``xq`` with rows rounded up to whole tiles and columns to groups of four, zero padded (a copy if needed)."""
+    kernels = _compiled()
+    m_rows, k_depth = xq.shape
+    rows, columns = _padded_rows(m_rows), -(-k_depth // kernels.GROUP) * kernels.GROUP
+    if (rows, columns) == xq.shape and xq.flags.c_contiguous:
+        return xq
+    padded = np.zeros((rows, columns), np.uint8)
+    padded[:m_rows, :k_depth] = xq
+    return padded
+
+
+def _run(xq_padded, m_rows, x_zero_point, weights, epilogue, out, requantize: bool):
+    """Run the compiled product of this process: VNNI or portable, serial or parallel by the amount of work."""
+    kernels = _compiled()
+    n_features, k_depth = weights.shape
+    parallel = m_rows * n_features * k_depth >= PARALLEL_MIN_MACS
+    if uses_vnni() and k_depth <= kernels.MAX_DEPTH:
+        name = ("vnni_requantized" if requantize else "vnni_dequantized") + ("_parallel" if parallel else "")
+        getattr(kernels, name)(xq_padded, m_rows, weights.vnni_packed(), n_features, weights.sums,
+                               np.int32(x_zero_point), epilogue, out)
+    else:
+        name = ("portable_requantized" if requantize else "portable_dequantized") + ("_parallel" if parallel else "")
+        getattr(kernels, name)(np.ascontiguousarray(xq_padded[:m_rows, :k_depth]), weights.wq, weights.sums,
+                               np.int32(x_zero_point), epilogue, out)
+    return out
+
+
+def _zero_bias(bias, n_features: int) -> np.ndarray:
+    return np.zeros(n_features, np.float32) if bias is None else bias
+
+
+def linear_dequantized(xq, x_zero_point: int, weights: LinearWeights, scales, bias):
     """float32 ``(M, N)``: ``(xq @ wq.T - x_zero_point * weight_sums) * scales + bias``.
 
-    ``scales`` is ``x_scale * weight_scale`` per output feature (float32, (N,)); ``weight_sums``
-    the int32 row sums of ``wq``; ``bias`` float32 (N,) or None. ``weight_t_float`` is the numpy
-    kernels' float32 copy of ``wq.T`` (the module keeps one), ignored by the numba kernel.
+    ``scales`` is ``x_scale * weight_scale`` per output feature (float32, (N,)); ``bias``
+    float32 (N,) or None.
     """
-    _check(xq, wq)
-    kernels = _compiled()
-    if kernels is not None:
-        out = np.empty((xq.shape[0], wq.shape[0]), dtype=np.float32)
-        zero = np.zeros(wq.shape[0], np.float32)
-        kernels.gemm_u8s8_dequant(np.ascontiguousarray(xq), wq, weight_sums, np.int32(x_zero_point), scales,
-                                  zero if bias is None else bias, out)
-        return out
-    if weight_t_float is None:
-        weight_t_float = wq.T.astype(np.float32)
-    acc = _accumulate_numpy(xq, weight_t_float) - np.int64(x_zero_point) * weight_sums.astype(np.int64)
+    _check(xq, weights, scales, bias)
+    n_features = weights.shape[0]
+    if _compiled() is not None:
+        xq_padded = _vnni_activations(xq) if uses_vnni() else xq
+        out = np.empty((xq.shape[0], n_features), dtype=np.float32)
+        return _run(xq_padded, xq.shape[0], x_zero_point, weights, (scales, _zero_bias(bias, n_features)), out,
+                    requantize=False)
+    acc = _accumulate_numpy(xq, weights.transposed_float()) - np.int64(x_zero_point) * weights.sums.astype(np.int64)
     out = acc.astype(np.float32) * scales
     if bias is not None:
         out += bias
     return out
 
 
-def linear_requantized(xq, x_zero_point: int, wq, weight_sums, scales, bias, out_scale: float,
-                       out_zero_point: int, relu: bool = False, weight_t_float=None):
+def linear_requantized(xq, x_zero_point: int, weights: LinearWeights, scales, bias, out_scale: float,
+                       out_zero_point: int, relu: bool = False):
     """uint8 ``(M, N)``: the dequantized product requantized to ``out_scale`` / ``out_zero_point`` in its store.
 
     With ``relu`` the lower clamp is the zero point, which fuses ReLU for free.
     """
-    _check(xq, wq)
-    kernels = _compiled()
+    _check(xq, weights, scales, bias)
+    n_features = weights.shape[0]
     lower = out_zero_point if relu else 0
-    if kernels is not None:
-        out = np.empty((xq.shape[0], wq.shape[0]), dtype=np.uint8)
-        zero = np.zeros(wq.shape[0], np.float32)
-        kernels.gemm_u8s8_requant(np.ascontiguousarray(xq), wq, weight_sums, np.int32(x_zero_point), scales,
-                                  zero if bias is None else bias, np.float32(1.0 / out_scale),
-                                  np.int32(out_zero_point), np.int32(lower), out)
-        return out
-    real = linear_dequantized(xq, x_zero_point, wq, weight_sums, scales, bias, weight_t_float)
+    if _compiled() is not None:
+        xq_padded = _vnni_activations(xq) if uses_vnni() else xq
+        out = np.empty((xq.shape[0], n_features), dtype=np.uint8)
+        epilogue = (scales, _zero_bias(bias, n_features), np.float32(1.0 / out_scale), np.int32(out_zero_point),
+                    np.int32(lower))
+        return _run(xq_padded, xq.shape[0], x_zero_point, weights, epilogue, out, requantize=True)
+    real = linear_dequantized(xq, x_zero_point, weights, scales, bias)
     q = np.rint(real * np.float32(1.0 / out_scale)) + np.float32(out_zero_point)
     return np.clip(q, lower, 255).astype(np.uint8)
+
+
+def _dynamic_qparams_numpy(x: np.ndarray, quant_max: int):
+    low = min(float(x.min()), 0.0) if x.size else 0.0
+    high = max(float(x.max()), 0.0) if x.size else 0.0
+    scale = np.float32(max(np.float32(high - low) / np.float32(quant_max), np.finfo(np.float32).eps))
+    zero_point = int(np.clip(0 - np.rint(np.float32(low) / scale), 0, quant_max))
+    return scale, zero_point
+
+
+def _dynamic_qparams_compiled(x: np.ndarray, quant_max: int):
+    if x.size == 0:
+        return _compiled().dynamic_qparams(np.float32(0), np.float32(0), np.int32(quant_max))
+    return _compiled().dynamic_qparams(x.min(), x.max(), np.int32(quant_max))
 
 
 def quantize_rows_dynamic(x: np.ndarray, reduce_range: bool = True):
@@ -117,15 +234,42 @@ def quantize_rows_dynamic(x: np.ndarray, reduce_range: bool = True):
     quantization does the same), computed like ``MinMaxObserver``.
     """
     quant_max = 127 if reduce_range else 255
-    low = min(float(x.min()), 0.0) if x.size else 0.0
-    high = max(float(x.max()), 0.0) if x.size else 0.0
-    scale = np.float32(max(np.float32(high - low) / np.float32(quant_max), np.finfo(np.float32).eps))
-    zero_point = int(np.clip(0 - np.rint(np.float32(low) / scale), 0, quant_max))
+    x = np.asarray(x, dtype=np.float32)
     kernels = _compiled()
-    if kernels is not None and x.dtype == np.float32 and x.flags.c_contiguous:
+    if kernels is not None and x.ndim == 2:
+        x = np.ascontiguousarray(x)
+        scale, zero_point = _dynamic_qparams_compiled(x, quant_max)
         xq = np.empty(x.shape, dtype=np.uint8)
-        kernels.quantize_u8(x.reshape(-1), np.float32(1.0 / scale), np.int32(zero_point), np.int32(quant_max),
-                            xq.reshape(-1))
-        return xq, float(scale), zero_point
-    q = np.rint(x.astype(np.float32) * np.float32(1.0 / scale)) + np.float32(zero_point)
+        kernels.quantize_rows_padded(x, np.float32(1.0) / scale, zero_point, np.int32(quant_max), xq)
+        return xq, float(scale), int(zero_point)
+    scale, zero_point = _dynamic_qparams_numpy(x, quant_max)
+    q = np.rint(x * np.float32(1.0 / scale)) + np.float32(zero_point)
     return np.clip(q, 0, quant_max).astype(np.uint8), float(scale), zero_point
+
+
+def linear_dynamic(x: np.ndarray, weights: LinearWeights, weight_scales, bias, reduce_range: bool = True):
+    """float32 ``(M, N)`` from float32 ``(M, K)`` rows: quantized together over their range, then the int8 product.
+
+    What ``quantize_rows_dynamic`` then ``linear_dequantized`` compute, with the activations
+    quantized straight into the kernel's padded buffer. ``weight_scales`` is float32 (N,).
+    """
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2:
+        raise RuntimeError(f"int8 dynamic linear: expected float32 (M, K) rows, got "
+                           f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}")
+    if not uses_vnni():
+        xq, x_scale, x_zero_point = quantize_rows_dynamic(x, reduce_range)
+        return linear_dequantized(xq, x_zero_point, weights, weight_scales * np.float32(x_scale), bias)
+    kernels = _compiled()
+    n_features, k_depth = weights.shape
+    m_rows = x.shape[0]
+    if x.shape[1] != k_depth:
+        raise RuntimeError(f"int8 dynamic linear: expected rows of {k_depth} features, got {x.shape[1]}")
+    quant_max = np.int32(127 if reduce_range else 255)
+    x = np.ascontiguousarray(x)
+    x_scale, x_zero_point = _dynamic_qparams_compiled(x, quant_max)
+    xq = np.empty((_padded_rows(m_rows), -(-k_depth // kernels.GROUP) * kernels.GROUP), np.uint8)
+    kernels.quantize_rows_padded(x, np.float32(1.0) / x_scale, x_zero_point, quant_max, xq)
+    scales = weight_scales * x_scale
+    _check(xq[:m_rows, :k_depth], weights, scales, bias)
+    out = np.empty((m_rows, n_features), dtype=np.float32)
+    return _run(xq, m_rows, x_zero_point, weights, (scales, _zero_bias(bias, n_features)), out, requantize=False)

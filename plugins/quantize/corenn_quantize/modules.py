@@ -403,26 +403,33 @@ def _quantize_weight(weight, observer):
 class _PackedWeights(nn.Module):
     """int8 weights (per output channel), their scales and zero points, and float bias, in buffers."""
 
-    def set_weights(self, values: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, bias):
+    def set_weights(self, values: np.ndarray, scales: np.ndarray, zero_points: np.ndarray, bias, prepare=True):
+        """Store the int8 weights in buffers; with ``prepare``, lay them out for the kernels now (see ``gemm_operands``)."""
         self.register_buffer("packed_weight", corenn.from_numpy(np.ascontiguousarray(values, dtype=np.int8)))
         self.register_buffer("packed_weight_scales", corenn.from_numpy(scales.astype(np.float64)))
         self.register_buffer("packed_weight_zero_points", corenn.from_numpy(zero_points.astype(np.int64)))
         self.register_buffer("packed_bias", None if bias is None else
                              corenn.from_numpy(np.asarray(bias, dtype=np.float32).copy()))
-        self.clear_cache()
-
-    def clear_cache(self, *args):
         self.cache = None
+        if prepare:
+            self.gemm_operands()
+
+    def repack(self, *args):
+        """Lay the buffers out for the kernels again (after ``load_state_dict`` replaced them)."""
+        self.cache = None
+        self.gemm_operands()
 
     def gemm_operands(self):
-        """The weights as the kernels want them: (N, K) int8, int32 row sums, float32 scales, bias, float copy."""
+        """The weights as the kernels want them: ``kernels.LinearWeights`` (packed once), float32 scales, bias.
+
+        The packed layout is derived from the buffers, so ``state_dict`` keeps the plain
+        ``(out, in...)`` int8 weights and a loaded model packs what it loaded.
+        """
         if self.cache is None:
             wq = self.packed_weight.numpy().reshape(self.packed_weight.shape[0], -1)
-            wq = np.ascontiguousarray(wq)
-            self.cache = dict(wq=wq, sums=wq.sum(axis=1, dtype=np.int64).astype(np.int32),
+            self.cache = dict(weights=kernels.LinearWeights(wq),
                               scales=self.packed_weight_scales.numpy().astype(np.float32),
-                              bias=None if self.packed_bias is None else self.packed_bias.numpy(),
-                              weight_t_float=None if kernels.backend() == "numba" else wq.T.astype(np.float32))
+                              bias=None if self.packed_bias is None else self.packed_bias.numpy())
         return self.cache
 
     def weight(self) -> QTensor:
@@ -438,8 +445,8 @@ def _new_packed(module, *, weight_shape, has_bias):
     nn.Module.__init__(module)
     channels = weight_shape[0]
     module.set_weights(np.zeros(weight_shape, np.int8), np.ones(channels), np.zeros(channels, np.int64),
-                       np.zeros(channels, np.float32) if has_bias else None)
-    module.register_load_state_dict_post_hook(module.clear_cache)
+                       np.zeros(channels, np.float32) if has_bias else None, prepare=False)
+    module.register_load_state_dict_post_hook(module.repack)
 
 
 class Linear(_PackedWeights):
@@ -461,8 +468,8 @@ class Linear(_PackedWeights):
         rows = x.int_values.reshape(-1, self.in_features)
         scales = ops["scales"] * np.float32(x.q_scale())
         out_scale, out_zero_point = self.scale.item(), int(self.zero_point.item())
-        q = kernels.linear_requantized(rows, x.q_zero_point(), ops["wq"], ops["sums"], scales, ops["bias"],
-                                       out_scale, out_zero_point, self.relu, ops["weight_t_float"])
+        q = kernels.linear_requantized(rows, x.q_zero_point(), ops["weights"], scales, ops["bias"], out_scale,
+                                       out_zero_point, self.relu)
         q = q.reshape(x.int_values.shape[:-1] + (self.out_features,))
         return QTensor(q, quint8, per_tensor_affine, out_scale, out_zero_point)
 
@@ -526,9 +533,8 @@ class Conv2d(_PackedWeights):
         columns = np.ascontiguousarray(windows.transpose(0, 2, 3, 1, 4, 5)).reshape(batch * out_h * out_w, -1)
         ops = self.gemm_operands()
         out_scale, out_zero_point = self.scale.item(), int(self.zero_point.item())
-        q = kernels.linear_requantized(columns, zero_point, ops["wq"], ops["sums"],
-                                       ops["scales"] * np.float32(x.q_scale()), ops["bias"], out_scale,
-                                       out_zero_point, self.relu, ops["weight_t_float"])
+        q = kernels.linear_requantized(columns, zero_point, ops["weights"], ops["scales"] * np.float32(x.q_scale()),
+                                       ops["bias"], out_scale, out_zero_point, self.relu)
         q = np.ascontiguousarray(q.reshape(batch, out_h, out_w, self.out_channels).transpose(0, 3, 1, 2))
         return QTensor(q, quint8, per_tensor_affine, out_scale, out_zero_point)
 
@@ -620,11 +626,9 @@ class DynamicLinear(_PackedWeights):
 
     def linear_rows(self, rows: np.ndarray) -> np.ndarray:
         """float32 (M, out_features) from float (M, in_features) rows, quantized together over their own range."""
-        rows = np.ascontiguousarray(rows, dtype=np.float32)
-        xq, x_scale, x_zero_point = kernels.quantize_rows_dynamic(rows)
         ops = self.gemm_operands()
-        return kernels.linear_dequantized(xq, x_zero_point, ops["wq"], ops["sums"],
-                                          ops["scales"] * np.float32(x_scale), ops["bias"], ops["weight_t_float"])
+        return kernels.linear_dynamic(np.ascontiguousarray(rows, dtype=np.float32), ops["weights"], ops["scales"],
+                                      ops["bias"])
 
     @classmethod
     def from_float(cls, module, weight_observer=None):

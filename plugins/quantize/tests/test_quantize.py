@@ -204,13 +204,12 @@ def test_int8_gemm_kernels_accumulate_exactly():
     xq = RNG.integers(0, 256, (9, 1500)).astype(np.uint8)
     wq = RNG.integers(-128, 128, (13, 1500)).astype(np.int8)
     exact = xq.astype(np.int64) @ wq.T.astype(np.int64)
-    sums = wq.sum(axis=1, dtype=np.int64).astype(np.int32)
     ones = np.ones(13, np.float32)
-    got = kernels.linear_dequantized(xq, 0, wq, sums, ones, None)
+    got = kernels.linear_dequantized(xq, 0, kernels.LinearWeights(wq), ones, None)
     np.testing.assert_array_equal(got.astype(np.int64), exact)
     np.testing.assert_array_equal(kernels._accumulate_numpy(xq, wq.T.astype(np.float32)), exact)
     with pytest.raises(RuntimeError, match="expected uint8"):
-        kernels.linear_dequantized(xq.astype(np.int8), 0, wq, sums, ones, None)
+        kernels.linear_dequantized(xq.astype(np.int8), 0, kernels.LinearWeights(wq), ones, None)
 
 
 class Net(nn.Module):

@@ -199,6 +199,10 @@ def test_dynamic_lstm_keeps_the_float_modules_mode_and_checks_its_arguments():
         qlstm(corenn.zeros(4))
     with pytest.raises(NotImplementedError, match="dtype"):
         Q.dynamic.LSTM(4, 5, dtype=corenn.quint8)
+    shifted = nn.LSTM(4, 5)
+    with corenn.no_grad():
+        for parameter in shifted.parameters():
+            parameter.add_(1.0)  # every weight above 0: an affine observer's zero point cannot be 0 by chance
     with pytest.raises(NotImplementedError, match="affine|symmetric"):
-        Q.quantize_dynamic(nn.Sequential(nn.LSTM(4, 5)), {nn.LSTM: Q.QConfig(
+        Q.quantize_dynamic(nn.Sequential(shifted), {nn.LSTM: Q.QConfig(
             activation=Q.default_dynamic_quant_observer, weight=Q.MinMaxObserver.with_args(dtype=corenn.qint8))})
