@@ -1045,6 +1045,31 @@ def process_group_backends() -> dict[str, Callable]:
     return {pg_name: factory for pg_name, (factory, _) in _process_group_backends.items()}
 
 
+def compile_backends() -> dict[str, Callable]:
+    """``{name: backend}`` from ``corenn_register_compile_backends`` of the active plugins, in registration order.
+
+    A disabled plugin's backends are left out (``corenn.compile(backend=...)`` then names the plugin).
+    Example::
+
+        >>> "numba" in corenn.plugins.compile_backends()   # with corenn-numba installed  # doctest: +SKIP
+        True
+    """
+    ensure_loaded()
+    finish_pending()  # a plugin imported before corenn registers once its own import is done
+    found: dict[str, Callable] = {}
+    for name, record in list(records.items()):
+        if record.status != "active" or record.plugin is None:
+            continue
+        for answer in _answers(record.plugin, "corenn_register_compile_backends"):
+            if answer is None:
+                continue
+            if not hasattr(answer, "items"):
+                raise TypeError(f"corenn_register_compile_backends must return a mapping of name -> backend, "
+                                f"got {type(answer).__name__} (plugin {name!r})")
+            found.update(answer)
+    return found
+
+
 def _checked_names(answer) -> dict[str, Any]:
     """A ``corenn_register_names`` answer as a dict; raise naming the first malformed or taken name."""
     import corenn

@@ -1,6 +1,7 @@
 """corenn.compile / corenn.jit: capture and replay equal eager (values, gradients, RNG, training steps)."""
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -326,8 +327,13 @@ def test_graph_is_an_fx_graph_of_the_kernels():
 def test_backends_and_their_errors():
     from corenn import compiler
     assert {"replay", "eager"} <= set(compiler.list_backends())
-    with pytest.raises(RuntimeError, match="corenn-numba"):
-        corenn.compile(lambda x: x, backend="numba")
+    numba_active = any(record.name == "numba" and record.status == "active"
+                       for record in corenn.plugins.records.values())
+    assert ("numba" in compiler.list_backends()) == numba_active
+    # Without the plugin (or with it turned off) the error names the plugin to install.
+    with corenn.plugins.disabled("numba") if numba_active else contextlib.nullcontext():
+        with pytest.raises(RuntimeError, match="corenn-numba"):
+            corenn.compile(lambda x: x, backend="numba")
     with pytest.raises(RuntimeError, match="unknown backend 'nope'"):
         corenn.compile(lambda x: x, backend="nope")
     with pytest.raises(TypeError, match="'backend'"):
@@ -346,15 +352,17 @@ def test_corenn_register_compile_backends_hook():
             return {"counting": counting}
 
     plugin = Plugin()
-    corenn.plugins.manager.register(plugin, name="test-compile-backend")
+    corenn.plugins.register(plugin, name="test-compile-backend")
     try:
         assert "counting" in corenn.compiler.list_backends()
         compiled = corenn.compile(lambda x: x * 2 + 1, backend="counting")
         x = corenn.ones(2)
         compiled(x)
         assert _equal(compiled(x), x * 2 + 1) and seen == [2]
+        with corenn.plugins.disabled("test-compile-backend"):  # a disabled plugin's backends are gone
+            assert "counting" not in corenn.compiler.list_backends()
     finally:
-        corenn.plugins.manager.unregister(plugin)
+        corenn.plugins.unregister("test-compile-backend")
 
 
 def test_jit_surface():

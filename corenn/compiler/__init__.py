@@ -23,10 +23,10 @@ import os
 import warnings
 
 from corenn.autograd import node as _node
-from corenn.compiler._capture import Unsupported, capture, capturing
+from corenn.compiler._capture import KernelStep, Program, SlotInfo, Unsupported, capture, capturing
 
 __all__ = ["compile", "CompiledFunction", "Unsupported", "reset", "is_compiling", "disable", "list_backends",
-           "cache_size_limit"]
+           "cache_size_limit", "Program", "KernelStep", "SlotInfo"]
 
 #: How many signatures each compiled callable keeps (``torch._dynamo.config.cache_size_limit``).
 cache_size_limit = 8
@@ -51,16 +51,7 @@ _CORE_BACKENDS = {"replay": _replay_backend, "eager": _eager_backend}
 
 def _plugin_backends() -> dict:
     from corenn import plugins
-    plugins.ensure_loaded()
-    found = {}
-    for answer in plugins.manager.hook.corenn_register_compile_backends():
-        if answer is None:
-            continue
-        if not hasattr(answer, "items"):
-            raise TypeError(f"corenn_register_compile_backends must return a mapping of name -> backend, "
-                            f"got {type(answer).__name__}")
-        found.update(answer)
-    return found
+    return plugins.compile_backends()
 
 
 def list_backends() -> list[str]:
@@ -216,10 +207,16 @@ class CompiledFunction:
                 warnings.warn(f"corenn.compile: {getattr(self._function, '__name__', 'the function')} runs eagerly "
                               f"for these inputs: cannot capture " + "; ".join(reasons), stacklevel=3)
         else:
-            entry = (program, self._backend(program))
-            self._last_program = program
+            runner = self._backend(program)
             self._events.append(f"captured {program.kernel_count} kernels in {len(program.steps)} steps for "
                                 f"{len(tensors)} tensor inputs")
+            ran = getattr(runner, "__self__", None)
+            if isinstance(ran, Program) and ran is not program:
+                # The backend rewrote the program (fused kernels): what runs is what `graph` shows.
+                self._events.append(f"backend {self.backend!r} runs it as {ran.kernel_count} kernels")
+                program = ran
+            entry = (program, runner)
+            self._last_program = program
         self._cache[key] = entry
         if len(self._cache) > cache_size_limit:
             self._cache.popitem(last=False)

@@ -30,8 +30,10 @@ was seen).
 from __future__ import annotations
 
 import builtins
+import functools
 import sys
 import threading
+from typing import NamedTuple
 
 from corenn.autograd import node as _node
 
@@ -78,6 +80,9 @@ def _recorder():
 def _break_on_call(owner, name, what):
     original = getattr(owner, name)
 
+    # Named as the original: code that checks a builtin is what its module holds (numba, imported for the first
+    # time inside a capture, does for print) finds it so.
+    @functools.wraps(original)
     def patched(*args, **kwargs):
         recorder = _recorder()
         if recorder is not None:
@@ -265,6 +270,7 @@ class Recorder:
         self.slot_of_array: dict[int, int] = {}
         self.keep_alive: list = []  # every array and tensor seen: their ids must not be reused meanwhile
         self.snapshots: dict[int, tuple] = {}  # id(array) -> (array, bytes when seen or last legitimately changed)
+        self.slot_meta: dict[int, tuple] = {}  # array slot -> (shape, dtype) when captured: what backends specialise on
         self.step_of_node: dict[int, int] = {}
         self.nodes: list = []  # the captured ctx of each kernel step (None for other steps)
         self.inputs = list(input_tensors)
@@ -297,6 +303,7 @@ class Recorder:
         slot = self.env_size
         self.env_size += 1
         self.slot_of_array[id(array)] = slot
+        self.slot_meta[slot] = (array.shape, array.dtype)
         self.keep_alive.append(array)
         self._snapshot(array)
         return slot
@@ -495,7 +502,7 @@ class Recorder:
         output = self._output_spec(result)
         tables_now = {device_type: tables.get(device_type) for device_type in
                       {s[2].type for s in self.steps if s[0] == KERNEL}}
-        return Program(self, output, effects, tables_now)
+        return Program.from_recorder(self, output, effects, tables_now)
 
     def _edge_spec(self, edge):
         if edge is None:
@@ -537,27 +544,217 @@ def _resolve_kernel(op_name, device):
         _node._dispatch.kernels.resolve(op_name, device.type)
 
 
-class Program:
-    """A captured call: steps over a list of array slots, replayed by :meth:`replay`."""
+class KernelStep(NamedTuple):
+    """One kernel step of a :class:`Program`, as a compile backend reads it (``Program.kernel_steps()``)."""
 
-    def __init__(self, recorder: Recorder, output, effects, tables):
-        self.num_inputs = recorder.num_inputs
-        self.env_template = [None] * recorder.env_size
-        for slot, value in recorder.constants.items():
-            self.env_template[slot] = value
-        self.steps = [tuple(step) for step in recorder.steps]
+    index: int                 # position among the program's steps
+    op: str                    # the op's name, as in docs/kernels.md ("add", "tanh", "sum", ...)
+    kernel: type               # the kernel class that ran (a core kernel or a plugin's override)
+    device: object             # the device it ran on
+    inputs: tuple              # the slot of each positional input (see Program.slot_info)
+    params: dict               # its keyword parameters (axes, alpha, ...)
+    params_read_slots: bool    # True when a parameter holds an array from a slot (an index): such a step moves as it is
+    outputs: tuple             # the slots it fills
+    needs_input_grad: tuple | None  # per input, whether its gradient is wanted; None: the step records no node
+
+
+class SlotInfo(NamedTuple):
+    """What a slot holds (``Program.slot_info(slot)``): an array's shape and dtype, or a constant."""
+
+    shape: tuple | None        # the array's shape when captured (None for a Python constant)
+    dtype: object              # the array's dtype when captured (None for a Python constant)
+    is_constant: bool          # a value made at capture (a Python number, ``corenn.arange(n)``), not recomputed
+    value: object              # the constant itself; None for other slots
+
+
+class Program:
+    """A captured call: steps over a list of array slots, replayed by :meth:`replay`.
+
+    Compile backends (``corenn_register_compile_backends``) receive one. Its public surface:
+    :meth:`replay` (the core's runner), :meth:`kernel_steps` and :meth:`slot_info` (what was
+    captured: ops, the slots they read and fill, the shapes and dtypes there), and
+    :meth:`fuse` (a new program where a group of kernel steps runs as one kernel of the
+    backend's making, forward and backward). ``kernel_count`` counts kernel steps.
+    """
+
+    def __init__(self, *, num_inputs, env_template, steps, output, effects, tables, slot_meta):
+        self.num_inputs = num_inputs
+        self.env_template = env_template
+        self.captured_steps = steps  # kernel steps with their edge specs: what fuse() rewrites
+        self.steps = steps
         self.output = output
         self.effects = effects
         self.tables = tables
-        self.input_devices = [t._device for t in recorder.inputs]
-        self.kernel_count = sum(1 for step in self.steps if step[0] == KERNEL)
+        self.slot_meta = slot_meta
+        self.kernel_count = sum(1 for step in steps if step[0] == KERNEL)
         # The plain kernel steps, compiled once into the tuples the replay loop unpacks.
-        self.guards = [(step[1], step[3], step[4], step[5]) for step in self.steps if step[0] == LOAD]
-        self.fused = _FusedBackwardPlan.build(self.steps, self.output, effects)
+        self.guards = [(step[1], step[3], step[4], step[5]) for step in steps if step[0] == LOAD]
+        self.fused = _FusedBackwardPlan.build(steps, output, effects)
         if self.fused is not None:
             # Kernel steps carry their needs_input_grad markers instead of edge specs: see replay.
             self.steps = [step[:6] + (self.fused.markers[index],) + step[7:] if step[0] is KERNEL else step
-                          for index, step in enumerate(self.steps)]
+                          for index, step in enumerate(steps)]
+
+    @classmethod
+    def from_recorder(cls, recorder: Recorder, output, effects, tables) -> "Program":
+        env_template = [None] * recorder.env_size
+        for slot, value in recorder.constants.items():
+            env_template[slot] = value
+        return cls(num_inputs=recorder.num_inputs, env_template=env_template,
+                   steps=[tuple(step) for step in recorder.steps], output=output, effects=effects, tables=tables,
+                   slot_meta=dict(recorder.slot_meta))
+
+    # -- what a backend reads -----------------------------------------------------------------------
+    def kernel_steps(self) -> list:
+        """Every kernel step, in order, as :class:`KernelStep`."""
+        found = []
+        for index, step in enumerate(self.captured_steps):
+            if step[0] != KERNEL:
+                continue
+            _, kernel, device, args, (params, has_refs), out_slots, edges, name = step
+            needs = None if edges is None else tuple(spec is not None for spec in edges[0])
+            found.append(KernelStep(index, name, kernel, device, args, dict(params),
+                                    has_refs, out_slots, needs))
+        return found
+
+    def slot_info(self, slot: int) -> SlotInfo:
+        """What ``slot`` holds: an input's, a load's or a kernel output's shape and dtype, or a constant."""
+        if not 0 <= slot < len(self.env_template):
+            raise IndexError(f"Program.slot_info(): slot {slot} out of range (the program has "
+                             f"{len(self.env_template)} slots)")
+        value = self.env_template[slot]
+        if slot >= self.num_inputs and slot not in self.slot_meta:
+            return SlotInfo(None, None, True, value)
+        shape, dtype = self.slot_meta[slot]
+        return SlotInfo(shape, dtype, slot >= self.num_inputs and value is not None, value)
+
+    def barriers(self) -> list:
+        """Indices of the steps a fused group cannot span: ``backward()``, optimizer steps, writes, masks, grad loads."""
+        return [index for index, step in enumerate(self.captured_steps) if step[0] not in (KERNEL, LOAD)]
+
+    def slots_read_outside(self, indices) -> set:
+        """Slots that steps other than ``indices``, the outputs and the side effects read (what a group must keep)."""
+        group = set(indices)
+        read = set()
+        for index, step in enumerate(self.captured_steps):
+            if index not in group:
+                read.update(_slots_read(step))
+        for spec in _tensor_specs_of_output(self.output):
+            read.add(spec[0])
+        for _, spec in self.effects:
+            read.add(spec[0])
+        return read
+
+    def fuse(self, indices, make_kernel, name: str = "fused") -> "Program":
+        """A new program where the kernel steps ``indices`` run as one kernel, ``make_kernel(inputs, outputs)``.
+
+        ``inputs`` are the slots the group reads and does not fill (in order of first use),
+        ``outputs`` the slots it fills that anything outside the group reads, or whose node a
+        later step's gradient flows into. ``make_kernel`` returns a :class:`corenn.kernels.Op`
+        subclass whose ``forward(ctx, *input_arrays)`` returns those outputs (one array, or a
+        tuple with ``num_outputs`` set) and whose ``backward`` returns one gradient per input
+        (None where ``ctx.needs_input_grad`` is False). The fused step runs where the group's
+        last step ran; every step between the group's first and last must be a kernel or a load
+        that reads none of the group's outputs (ValueError otherwise). The program itself is
+        not changed.
+        """
+        steps = self.captured_steps
+        group = sorted(set(indices))
+        if not group:
+            raise ValueError("Program.fuse(): argument 'indices' is empty")
+        for index in group:
+            if not 0 <= index < len(steps) or steps[index][0] != KERNEL:
+                raise ValueError(f"Program.fuse(): step {index} is not a kernel step")
+            if steps[index][4][1]:
+                raise ValueError(f"Program.fuse(): step {index} reads a slot through a parameter; it cannot move")
+        device = steps[group[0]][2]
+        if any(steps[index][2] != device for index in group):
+            raise ValueError("Program.fuse(): the steps run on different devices")
+        produced = {}  # slot -> (step, output_nr) of the group's step that fills it
+        for index in group:
+            for nr, slot in enumerate(steps[index][5]):
+                produced[slot] = (index, nr)
+        members = set(group)
+        for index in range(group[0], group[-1]):
+            if index in members:
+                continue
+            step = steps[index]
+            if step[0] not in (KERNEL, LOAD) or any(slot in produced for slot in _slots_read(step)) or \
+                    any(_edge_into(spec, members) for spec in _edge_specs(step)):
+                raise ValueError(f"Program.fuse(): step {index}, between the group's steps, is not a kernel or load "
+                                 f"independent of the group")
+        inputs, input_edges = [], []
+        for index in group:
+            _, _, _, args, _, _, edges, _ = steps[index]
+            for position, slot in enumerate(args):
+                if slot in produced:
+                    continue
+                spec = edges[0][position] if edges is not None else None
+                if slot not in inputs:
+                    inputs.append(slot)
+                    input_edges.append(spec)
+                elif spec is not None and input_edges[inputs.index(slot)] is None:
+                    input_edges[inputs.index(slot)] = spec
+        wanted = self.slots_read_outside(group)
+        for index, step in enumerate(steps):
+            if index not in members:
+                for spec in _edge_specs(step):
+                    if _edge_into(spec, members):
+                        wanted.add(steps[spec[1]][5][spec[2]])
+        for spec in _tensor_specs_everywhere(self):
+            node = spec[1]
+            if node is not None and node[0] == "step" and node[1] in members:
+                wanted.add(spec[0])
+        outputs = [slot for slot in produced if slot in wanted]
+        kernel = make_kernel(tuple(inputs), tuple(outputs))
+        records = any(steps[index][6] is not None for index in group)
+        renumber = {}  # old step index -> new, with the group's steps gone but its last one's place
+        position = 0
+        for index in range(len(steps)):
+            if index in members and index != group[-1]:
+                continue
+            renumber[index] = position
+            position += 1
+        fused_index = renumber[group[-1]]
+        output_nr = {produced[slot]: nr for nr, slot in enumerate(outputs)}
+
+        def edge(spec):
+            if spec is None or spec[0] != "step":
+                return spec
+            if spec[1] in members:
+                return ("step", fused_index, output_nr[(spec[1], spec[2])])
+            return ("step", renumber[spec[1]], spec[2])
+
+        def tensor_spec(spec):
+            slot, node, nr, requires_grad, dev = spec
+            if node is None or node[0] != "step":
+                return spec
+            if node[1] in members:
+                return (slot, ("step", fused_index), output_nr[(node[1], nr)], requires_grad, dev)
+            return (slot, ("step", renumber[node[1]]), nr, requires_grad, dev)
+
+        new_steps = []
+        for index, step in enumerate(steps):
+            if index == group[-1]:
+                edges = (tuple(edge(spec) for spec in input_edges), None) if records else None
+                new_steps.append((KERNEL, kernel, device, tuple(inputs), ({}, False), tuple(outputs), edges, name))
+            elif index in members:
+                continue
+            elif step[0] == KERNEL and step[6] is not None:
+                specs, grad_name = step[6]
+                new_steps.append(step[:6] + ((tuple(edge(spec) for spec in specs), grad_name),) + step[7:])
+            elif step[0] == BACKWARD:
+                _, original, roots, grads, retain_graph, single_root, single_grad = step
+                grads = tuple(g if g is None or g[0] == "value" else tensor_spec(g) for g in grads)
+                new_steps.append((BACKWARD, original, [tensor_spec(r) for r in roots], list(grads), retain_graph,
+                                  single_root, single_grad))
+            else:
+                new_steps.append(step)
+        slot_meta = dict(self.slot_meta)
+        return Program(num_inputs=self.num_inputs, env_template=self.env_template, steps=new_steps,
+                       output=_map_output(self.output, tensor_spec),
+                       effects=[(ref, tensor_spec(spec)) for ref, spec in self.effects], tables=self.tables,
+                       slot_meta=slot_meta)
 
     def still_valid(self) -> str | None:
         """Why this program cannot replay now (a kernel table or an outside tensor changed), or None."""
@@ -647,6 +844,77 @@ class Program:
             t._output_nr = output_nr
             t._requires_grad = requires_grad
         return _build_output(self.output, env, ctxs, input_tensors)
+
+
+
+def _slots_read(step):
+    """The slots a step reads."""
+    kind = step[0]
+    if kind == KERNEL:
+        yield from step[3]
+        if step[4][1]:
+            yield from _slot_refs(tuple(step[4][0].values()))
+    elif kind == BACKWARD:
+        for spec in step[2]:
+            yield spec[0]
+        for spec in step[3]:
+            if spec is not None and spec[0] != "value":
+                yield spec[0]
+    elif kind == WRITE:
+        yield step[1]
+        yield step[2]
+    elif kind == KEEP_MASK:
+        yield step[2]
+
+
+def _slot_refs(value):
+    if value.__class__ is _SlotRef:
+        yield value.index
+    elif value.__class__ in (tuple, list):
+        for item in value:
+            yield from _slot_refs(item)
+
+
+def _edge_specs(step):
+    return step[6][0] if step[0] == KERNEL and step[6] is not None else ()
+
+
+def _edge_into(spec, members) -> bool:
+    return spec is not None and spec[0] == "step" and spec[1] in members
+
+
+def _tensor_specs_of_output(spec):
+    kind = spec[0]
+    if kind == "tensor":
+        yield spec[1]
+    elif kind in ("seq", "named"):
+        for part in spec[2]:
+            yield from _tensor_specs_of_output(part)
+    elif kind == "dict":
+        for _, part in spec[1]:
+            yield from _tensor_specs_of_output(part)
+
+
+def _tensor_specs_everywhere(program):
+    yield from _tensor_specs_of_output(program.output)
+    for _, spec in program.effects:
+        yield spec
+    for step in program.captured_steps:
+        if step[0] == BACKWARD:
+            yield from step[2]
+            yield from (g for g in step[3] if g is not None and g[0] != "value")
+
+
+def _map_output(spec, tensor_spec):
+    """The output spec with each tensor spec passed through ``tensor_spec``."""
+    kind = spec[0]
+    if kind == "tensor":
+        return ("tensor", tensor_spec(spec[1]))
+    if kind in ("seq", "named"):
+        return (kind, spec[1], tuple(_map_output(part, tensor_spec) for part in spec[2]))
+    if kind == "dict":
+        return (kind, tuple((key, _map_output(part, tensor_spec)) for key, part in spec[1]))
+    return spec
 
 
 class _FusedBackwardPlan:
