@@ -105,6 +105,13 @@ def corenn_register_kernels():
 
 
 @hookimpl
+def corenn_register_compile_backends():
+    # fusion imports numba only when a program is compiled with it
+    from corenn_numba.fusion import numba_backend
+    return {"numba": numba_backend}
+
+
+@hookimpl
 def corenn_info_lines():
     import numba
     allocator = ("glibc malloc thresholds raised (CORENN_NUMBA_MALLOC=0 to leave them)" if _malloc.tuned

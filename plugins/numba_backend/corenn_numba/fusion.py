@@ -1,0 +1,530 @@
+"""``corenn.compile(..., backend="numba")``: chains of pointwise ops, and a reduction at their end, as one loop.
+
+The core's ``"replay"`` backend runs a captured program's kernels one by one, each a numpy call
+with its own pass over memory and its own Python overhead. This backend rewrites the program
+(``corenn.compiler.Program.fuse``) so that each *group* -- consecutive pointwise ops of one
+shape and dtype, optionally closed by a full ``sum`` or ``mean`` -- runs as one generated numba
+loop, forward, and one for backward:
+
+- forward: one pass over the elements; every intermediate lives in a register. Only what
+  anything outside the group reads is written to memory, plus, when a gradient is wanted, the
+  outputs of the transcendental ops (exp, tanh, ...), which backward reads instead of
+  computing them again;
+- backward: one pass that recomputes the cheap intermediates (arithmetic) from the inputs and
+  the saved values, and runs reverse mode per element, adjoints in registers.
+
+numba's transcendental functions are scalar libm calls, while numpy's are vectorised: on large
+arrays a fused ``tanh`` can be slower than numpy's. So each group is timed against the kernels
+it replaces, forward and backward, on arrays of the captured shapes, and fused only where it is
+faster (:func:`choose`): like the kernel overrides, this backend never makes a program slower
+by more than the noise of that measurement. ``explain()`` of the compiled function says how many
+kernels were left.
+
+The generated source of each group goes to a file under the plugin's cache folder, so numba's
+own cache keeps its machine code across processes.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import sys
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from corenn.kernels import Op, detached_context
+
+MIN_GROUP = 2  # a single op gains nothing from fusion
+
+
+class Pointwise(NamedTuple):
+    """How one op reads in generated code: its value, and its inputs' adjoints given the output's ``{g}``.
+
+    Placeholders: ``{a}``, ``{b}`` (the inputs), ``{out}``, ``{g}``, ``{alpha}``, and the typed
+    constants ``{zero}``, ``{one}``, ``{two}``, ``{half}``. ``transcendental`` ops are libm calls:
+    their outputs are saved for backward rather than computed twice.
+    """
+
+    value: str
+    adjoints: tuple
+    transcendental: bool = False
+
+
+POINTWISE = {
+    "add": Pointwise("{a} + {b}", ("{g}", "{g}")),
+    "sub": Pointwise("{a} - {b}", ("{g}", "-{g}")),
+    "add_alpha": Pointwise("{a} + {alpha} * {b}", ("{g}", "{g} * {alpha}")),
+    "sub_alpha": Pointwise("{a} - {alpha} * {b}", ("{g}", "-{g} * {alpha}")),
+    "mul": Pointwise("{a} * {b}", ("{g} * {b}", "{g} * {a}")),
+    "div": Pointwise("{a} / {b}", ("{g} / {b}", "-{g} * {a} / ({b} * {b})")),
+    "neg": Pointwise("-{a}", ("-{g}",)),
+    "square": Pointwise("{a} * {a}", ("{two} * {g} * {a}",)),
+    "reciprocal": Pointwise("{one} / {a}", ("-{g} * {out} * {out}",)),
+    "relu": Pointwise("np.maximum({a}, {zero})", ("{g} if {out} > {zero} else {zero}",)),
+    "abs": Pointwise("np.abs({a})", ("{g} * np.sign({a})",)),
+    "sqrt": Pointwise("np.sqrt({a})", ("{g} / ({two} * {out})",)),
+    "rsqrt": Pointwise("{one} / np.sqrt({a})", ("{g} * -{half} * {out} * {out} * {out}",)),
+    "exp": Pointwise("np.exp({a})", ("{g} * {out}",), transcendental=True),
+    "log": Pointwise("np.log({a})", ("{g} / {a}",), transcendental=True),
+    "sin": Pointwise("np.sin({a})", ("{g} * np.cos({a})",), transcendental=True),
+    "cos": Pointwise("np.cos({a})", ("-{g} * np.sin({a})",), transcendental=True),
+    "tanh": Pointwise("np.tanh({a})", ("{g} * ({one} - {out} * {out})",), transcendental=True),
+    "sigmoid": Pointwise("{one} / ({one} + np.exp(-{a}))", ("{g} * {out} * ({one} - {out})",), transcendental=True),
+}
+REDUCTIONS = ("sum", "mean")  # over every element, closing a group
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Which steps fuse, and into which groups
+# ---------------------------------------------------------------------------------------------------------
+
+class Member(NamedTuple):
+    """A kernel step that can join a group: its operands as slots or typed constants."""
+
+    step: object          # the corenn.compiler.KernelStep
+    shape: tuple          # the shape of its array operands (a reduction's input)
+    dtype: np.dtype
+    operands: tuple       # per input: ("slot", slot), ("scalar", slot) (a 0-d array, no gradient) or ("const", float)
+    alpha: float
+
+
+def _constant(info, dtype):
+    """The float a constant input holds, when it mixes with ``dtype`` arrays without promoting them."""
+    value = info.value
+    if value.__class__ in (int, float):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == dtype:
+        return float(value)
+    return None
+
+
+def formula(m: Member) -> Pointwise:
+    """The member's entry in POINTWISE (``add`` with ``alpha`` other than 1 has its own)."""
+    if m.alpha != 1:
+        return POINTWISE[m.step.op + "_alpha"]
+    return POINTWISE[m.step.op]
+
+
+def member(program, step) -> Member | None:
+    """``step`` as a group member, or None where it cannot fuse (op, params, dtype, shape)."""
+    if step.params_read_slots or not step.outputs or len(step.outputs) != 1:
+        return None
+    reduction = step.op in REDUCTIONS
+    if step.op not in POINTWISE and not reduction:
+        return None
+    alpha = 1.0
+    params = dict(step.params)
+    if reduction:
+        if params.pop("axes", None) is not None or params.pop("keepdim", False) or params.pop("dtype", None) is not None:
+            return None
+    elif step.op in ("add", "sub"):
+        alpha = params.pop("alpha", 1)
+        if alpha.__class__ not in (int, float):
+            return None
+        alpha = float(alpha)
+    if params:
+        return None
+    out = program.slot_info(step.outputs[0])
+    if out.dtype not in FLOATS or (reduction and out.shape != ()):
+        return None
+    shape = None
+    operands = []
+    wants = step.needs_input_grad or (False,) * len(step.inputs)
+    for slot, wanted in zip(step.inputs, wants):
+        info = program.slot_info(slot)
+        if info.shape is not None and not info.is_constant:
+            if info.dtype != out.dtype:
+                return None
+            if info.shape == () and out.shape != () and not wanted:  # `1 - y` wraps the 1 as a 0-d tensor
+                operands.append(("scalar", slot))
+                continue
+            if shape is not None and info.shape != shape:
+                return None
+            shape = info.shape
+            operands.append(("slot", slot))
+            continue
+        value = _constant(info, out.dtype)
+        if value is None:
+            return None
+        operands.append(("const", value))
+    if shape is None or (not reduction and shape != out.shape) or math.prod(shape) == 0:
+        return None
+    return Member(step, shape, out.dtype, tuple(operands), alpha)
+
+
+def find_groups(program) -> list:
+    """Lists of members, each a chain that can run as one loop: same shape and dtype, in program order.
+
+    A group ends at a reduction (its output has another shape), at a step that cannot be moved
+    over (``program.barriers()``), or when a step that stays outside reads one of its values.
+    """
+    barriers = set(program.barriers())
+    groups, current, produced = [], [], set()
+
+    def close():
+        if len(current) >= MIN_GROUP:
+            groups.append(list(current))
+        current.clear()
+        produced.clear()
+
+    for step in program.kernel_steps():
+        if current and any(b in barriers for b in range(current[-1].step.index, step.index)):
+            close()
+        m = member(program, step)
+        reads_group = any(slot in produced for slot in step.inputs)
+        if m is not None and current and (m.shape, m.dtype) == (current[0].shape, current[0].dtype) \
+                and current[-1].step.op not in REDUCTIONS:
+            current.append(m)
+            produced.update(step.outputs)
+            continue
+        if reads_group or m is not None:
+            close()
+        if m is not None:
+            current.append(m)
+            produced.update(step.outputs)
+    close()
+    return groups
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Generated code
+# ---------------------------------------------------------------------------------------------------------
+
+# float32 tanh as a rational function (Eigen's): libm's tanhf is a scalar call that costs more than all the
+# arithmetic of a typical chain, while this vectorises. At most 6 ulp from the exact value on random normal inputs
+# (numpy's vectorised tanh: 1.4); NaN passes through; beyond +-7.9 the result rounds to +-1 either way.
+TANH_FLOAT32 = (
+    "@numba.njit(inline='always', error_model='numpy')",
+    "def tanh32(x):",
+    "    c = T(7.90531110763549805)",
+    "    x = c if x > c else x",
+    "    x = -c if x < -c else x",
+    "    x2 = x * x",
+    "    p = x2 * T(-2.76076847742355e-16) + T(2.00018790482477e-13)",
+    "    p = x2 * p + T(-8.60467152213735e-11)",
+    "    p = x2 * p + T(5.12229709037114e-08)",
+    "    p = x2 * p + T(1.48572235717979e-05)",
+    "    p = x2 * p + T(6.37261928875436e-04)",
+    "    p = x2 * p + T(4.89352455891786e-03)",
+    "    q = x2 * T(1.19825839466702e-06) + T(1.18534705686654e-04)",
+    "    q = x2 * q + T(2.26843463243900e-03)",
+    "    q = x2 * q + T(4.89352518554385e-03)",
+    "    # below 4e-4, tanh(x) rounds to x; the quotient would lose bits on subnormal x",
+    "    return x if abs(x) < T(0.0004) else x * p / q",
+)
+
+
+def _literal(value: float) -> str:
+    if math.isnan(value):
+        return "T(np.nan)"
+    if math.isinf(value):
+        return "T(np.inf)" if value > 0 else "T(-np.inf)"
+    return f"T({value!r})"
+
+
+class Plan(NamedTuple):
+    """A group turned into code: which arrays each generated function takes."""
+
+    source: str
+    inputs: tuple         # the slots of the arrays the loops read
+    positions: tuple      # where each of them is among the fused kernel's inputs (the rest are constants, inlined)
+    arity: int            # how many inputs the fused kernel takes
+    shapes: tuple         # per array: () for a 0-d one read once, None for one of the group's shape
+    outputs: tuple        # its output slots
+    saved: tuple          # slots of transcendental values kept for backward
+    needs_grad: tuple     # per input: whether its gradient is computed
+    reduction: str | None  # "sum" / "mean" when the group ends in one (its output is the last of `outputs`)
+
+
+def plan(members, kernel_inputs, outputs) -> Plan:
+    """The source of ``forward`` and ``backward`` for a group (see the module docstring)."""
+    dtype = members[0].dtype
+    array_slots = {slot for m in members for kind, slot in m.operands if kind != "const"}
+    scalar_slots = {slot for m in members for kind, slot in m.operands if kind == "scalar"}
+    positions = tuple(k for k, slot in enumerate(kernel_inputs) if slot in array_slots)
+    inputs = tuple(kernel_inputs[k] for k in positions)
+    needs = {}  # slot -> whether its value depends on an input whose gradient is wanted
+    for slot in inputs:
+        needs[slot] = False
+    for m in members:
+        wanted = m.step.needs_input_grad or ()
+        for (kind, slot), want in zip(m.operands, wanted):
+            if kind == "slot" and slot in inputs and want:
+                needs[slot] = True
+    for m in members:
+        needs[m.step.outputs[0]] = any(kind == "slot" and needs.get(slot) for kind, slot in m.operands)
+    needs_grad = tuple(needs[slot] for slot in inputs)
+    records = any(needs_grad)
+    reduction = members[-1].step.op if members[-1].step.op in REDUCTIONS else None
+    pointwise = members[:-1] if reduction else members
+    # Values backward reads from memory: libm calls (a vectorised tanh32 is cheaper to compute again than to store).
+    saved = tuple(m.step.outputs[0] for m in pointwise if records and formula(m).transcendental
+                  and not (m.step.op == "tanh" and dtype == np.float32))
+    constants = {"zero": "zero", "one": "one", "two": "two", "half": "half"}
+
+    def operand(m, position):
+        kind, value = m.operands[position]
+        return _literal(value) if kind == "const" else f"v{value}"
+
+    def value_of(m):
+        if m.step.op == "tanh" and dtype == np.float32:
+            return render("tanh32({a})", m)
+        return render(formula(m).value, m)
+
+    def render(template, m, **extra):
+        names = {"a": operand(m, 0), "out": f"v{m.step.outputs[0]}", "alpha": _literal(m.alpha), **constants,
+                 **extra}
+        if len(m.operands) > 1:
+            names["b"] = operand(m, 1)
+        return template.format(**names)
+
+    head = ["import numpy as np", "import numba", f"T = np.{dtype.name}", "", *(TANH_FLOAT32 if dtype == np.float32 else ()),
+            ""]
+    typed = ["    zero, one, two, half = T(0), T(1), T(2), T(0.5)"]
+    # -- forward --
+    args = [f"in{k}" for k in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))] + \
+           [f"save{k}" for k in range(len(saved))]
+    if reduction:
+        args.append("reduced")  # the reduction's operand per element, summed after the loop: an accumulator
+        # inside the loop would keep it from vectorising (float addition is not associative)
+    full = next(k for k, slot in enumerate(inputs) if slot not in scalar_slots)
+    loads_before = [f"    v{slot} = in{k}[0]" for k, slot in enumerate(inputs) if slot in scalar_slots]
+    loads = [f"        v{slot} = in{k}[i]" for k, slot in enumerate(inputs) if slot not in scalar_slots]
+    lines = [f"def forward({', '.join(args)}):", *typed, f"    n = in{full}.shape[0]", *loads_before,
+             "    for i in range(n):", *loads]
+    for m in pointwise:
+        lines.append(f"        v{m.step.outputs[0]} = T({value_of(m)})")
+    pointwise_outputs = [slot for slot in outputs if not (reduction and slot == members[-1].step.outputs[0])]
+    lines += [f"        out{outputs.index(slot)}[i] = v{slot}" for slot in pointwise_outputs]
+    lines += [f"        save{k}[i] = v{slot}" for k, slot in enumerate(saved)]
+    if reduction:
+        lines.append(f"        reduced[i] = {operand(members[-1], 0)}")
+        lines += ["    acc = 0.0", "    for i in range(n):", "        acc += reduced[i]"]
+        total = "acc" if reduction == "sum" else "acc / n"
+        lines.append(f"    out{outputs.index(members[-1].step.outputs[0])}[0] = T({total})")
+    forward = lines
+    # -- backward --
+    args = [f"in{k}" for k in range(len(inputs))] + [f"save{k}" for k in range(len(saved))] + \
+           [f"gout{k}" for k in range(len(outputs))] + [f"gin{k}" for k, want in enumerate(needs_grad) if want]
+    lines = [f"def backward({', '.join(args)}):", *typed, f"    n = in{full}.shape[0]", *loads_before]
+    if reduction:
+        scale = "" if reduction == "sum" else " / T(n)"
+        lines.append(f"    g_reduced = gout{outputs.index(members[-1].step.outputs[0])}[0]{scale}")
+    lines.append("    for i in range(n):")
+    lines += loads
+    for m in pointwise:
+        slot = m.step.outputs[0]
+        if slot in saved:
+            lines.append(f"        v{slot} = save{saved.index(slot)}[i]")
+        else:
+            lines.append(f"        v{slot} = T({value_of(m)})")
+    adjoint_slots = [slot for slot, want in needs.items() if want]
+    lines += [f"        a{slot} = zero" for slot in adjoint_slots]
+    lines += [f"        a{slot} += gout{outputs.index(slot)}[i]" for slot in pointwise_outputs if needs[slot]]
+    if reduction and members[-1].operands[0][0] == "slot" and needs.get(members[-1].operands[0][1]):
+        lines.append(f"        a{members[-1].operands[0][1]} += g_reduced")
+    for m in reversed(pointwise):
+        out = m.step.outputs[0]
+        if not needs[out]:
+            continue
+        for position, (kind, slot) in enumerate(m.operands):
+            if kind == "slot" and needs.get(slot):
+                adjoint = render(formula(m).adjoints[position], m, g=f"a{out}")
+                lines.append(f"        a{slot} += T({adjoint})")
+    grads = [k for k, want in enumerate(needs_grad) if want]
+    lines += [f"        gin{k}[i] = a{inputs[k]}" for k in grads]
+    source = "\n".join(head + forward + [""] + lines) + "\n"
+    return Plan(source, inputs, positions, len(kernel_inputs), tuple(() if slot in scalar_slots else None
+                                                                      for slot in inputs),
+                tuple(outputs), saved, needs_grad, reduction)
+
+
+def _signature(count: int, dtype) -> str:
+    kind = "float32" if dtype == np.float32 else "float64"
+    return f"void({', '.join([f'{kind}[::1]'] * count)})"
+
+
+def compile_plan(p: Plan, dtype):
+    """The plan's ``(forward, backward)`` as compiled numba functions, cached on disk by their source."""
+    import numba
+
+    from corenn_numba._base import compiled_code_cache
+    from corenn_numba.calibration import cache_dir
+    digest = hashlib.sha256(p.source.encode()).hexdigest()[:20]
+    folder = cache_dir() / "fused"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"fused_{digest}.py"
+    if not path.exists():
+        path.write_text(p.source)
+    spec = importlib.util.spec_from_file_location(f"corenn_numba_fused_{digest}", path)
+    module = sys.modules.get(spec.name)
+    if module is None:
+        module = importlib.util.module_from_spec(spec)
+        # numba's cache finds the functions' globals again by importing their module by name
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    options = dict(error_model="numpy", cache=True, nogil=True)
+    with compiled_code_cache():
+        forward = numba.njit(_signature(len(p.inputs) + len(p.outputs) + len(p.saved) + (p.reduction is not None),
+                                        dtype), **options)(
+            module.forward)
+        backward = numba.njit(_signature(len(p.inputs) + len(p.saved) + len(p.outputs) + sum(p.needs_grad), dtype),
+                              **options)(module.backward)
+    return forward, backward
+
+
+def make_kernel(p: Plan, shape, dtype, output_shapes, forward_loop, backward_loop) -> type:
+    """A :class:`corenn.kernels.Op` running the group: shapes and dtypes checked before the loops run."""
+    num_outputs = len(p.outputs)
+    positions = p.positions
+    expected_shapes = [shape if s is None else s for s in p.shapes]
+    saved_count = len(p.saved)
+    reduces = p.reduction is not None
+    needs_grad = p.needs_grad
+
+    class FusedPointwise(Op):
+        grad_fn_name = "FusedPointwiseBackward"
+
+        @staticmethod
+        def forward(ctx, *inputs):
+            if len(inputs) != p.arity:
+                raise TypeError(f"fused kernel: takes {p.arity} inputs, got {len(inputs)}")
+            arrays = [inputs[k] for k in positions]  # constants are inlined in the loops
+            for position, a, expected in zip(positions, arrays, expected_shapes):
+                if a.__class__ is not np.ndarray or a.shape != expected or a.dtype != dtype:
+                    raise ValueError(f"fused kernel: input {position} is {getattr(a, 'dtype', type(a).__name__)} "
+                                     f"{getattr(a, 'shape', '')}, captured {dtype} {expected}")
+            flat = [a.ravel() for a in arrays]
+            outs = [np.empty(s, dtype) for s in output_shapes]
+            saves = [np.empty(math.prod(shape), dtype) for _ in range(saved_count + reduces)]
+            forward_loop(*flat, *[o.reshape(-1) for o in outs], *saves)
+            if reduces:
+                saves.pop()
+            ctx.save_for_backward(*flat, *saves)
+            return outs[0] if num_outputs == 1 else tuple(outs)
+
+        @staticmethod
+        def backward(ctx, grad):
+            grads = (grad,) if num_outputs == 1 else grad
+            grads = [np.zeros(s, dtype) if g is None else np.ascontiguousarray(g, dtype) for g, s in
+                     zip(grads, output_shapes)]
+            wanted = ctx.needs_input_grad
+            results = [np.empty(math.prod(shape), dtype) for want in needs_grad if want]
+            backward_loop(*ctx.saved, *[g.reshape(-1) for g in grads], *results)
+            computed = iter(results)
+            per_input = [None] * p.arity
+            for k, want in zip(positions, needs_grad):
+                if want:
+                    grad_input = next(computed)
+                    if wanted[k]:
+                        per_input[k] = grad_input.reshape(shape)
+            return tuple(per_input)
+
+    FusedPointwise.num_outputs = num_outputs
+    return FusedPointwise
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Measured choice, and the backend
+# ---------------------------------------------------------------------------------------------------------
+
+def _best_of(run, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _sample(shape, dtype, rng):
+    # Positive values away from 0: every fusable op (log, sqrt, div) is finite on them, so timing sees no NaN path.
+    return (rng.random(shape) + 0.5).astype(dtype)
+
+
+def choose(members, kernel, p: Plan, rng=None) -> bool:
+    """True when the fused kernel beats the kernels it replaces, forward and backward, on the captured shapes."""
+    rng = rng or np.random.default_rng(0)
+    shape, dtype = members[0].shape, members[0].dtype
+    values = {slot: _sample(shape if s is None else s, dtype, rng) for slot, s in zip(p.inputs, p.shapes)}
+    records = any(p.needs_grad)
+
+    def run_kernels():
+        contexts = []
+        for m in members:
+            args = [dtype.type(v) if k == "const" else values[v] for k, v in m.operands]
+            ctx = detached_context(m.step.kernel, np, tuple(k == "slot" for k, _ in m.operands))
+            params = {"alpha": m.alpha} if m.step.op in ("add", "sub") and m.alpha != 1 else dict(m.step.params)
+            values[m.step.outputs[0]] = out = m.step.kernel.forward(ctx, *args, **params)
+            contexts.append((ctx, out))
+        if records:
+            for ctx, out in reversed(contexts):
+                ctx.backward(ctx, np.ones_like(out))
+
+    fused_inputs = [None] * p.arity
+    for k, slot in zip(p.positions, p.inputs):
+        fused_inputs[k] = values[slot]
+
+    def run_fused():
+        ctx = detached_context(kernel, np, tuple(k in p.positions and p.needs_grad[p.positions.index(k)]
+                                                 for k in range(p.arity)))
+        out = kernel.forward(ctx, *fused_inputs)
+        if records:
+            outs = (out,) if kernel.num_outputs == 1 else out
+            ctx.backward(ctx, outs[0] if kernel.num_outputs == 1 else tuple(np.ones_like(o) for o in outs))
+
+    run_kernels()
+    run_fused()
+    return _best_of(run_fused) < _best_of(run_kernels)
+
+
+def vectorises(members) -> bool:
+    """True when no member is a libm call: the loop then vectorises, and never loses to numpy's separate passes."""
+    return all(m.step.op in REDUCTIONS or not formula(m).transcendental or (m.step.op == "tanh" and
+               m.dtype == np.float32) for m in members)
+
+
+def decide(members, kernel, p: Plan) -> bool:
+    """Fuse this group? As corenn-numba's kernel choices (``CORENN_NUMBA_CHOOSE``, docs/numba.md) say:
+
+    ``measure`` times it (:func:`choose`); ``kernel`` always fuses, ``core`` never; ``cached``, where
+    nothing may be timed while the program runs, fuses only loops that vectorise.
+    """
+    from corenn_numba import calibration
+    mode = calibration.mode()
+    if mode == "kernel":
+        return True
+    if mode == "core":
+        return False
+    if mode == "cached":
+        return vectorises(members)
+    return choose(members, kernel, p)
+
+
+def numba_backend(program):
+    """``corenn.compile(backend="numba")``: the program with its pointwise groups fused where that is faster."""
+    from corenn_numba import calibration
+    if calibration.mode() == "core":
+        return program.replay
+    for members in reversed(find_groups(program)):  # from the end: earlier steps keep their indices
+        fused_kernels = []
+
+        def build(inputs, outputs, members=members):
+            p = plan(members, inputs, outputs)
+            dtype = members[0].dtype
+            forward_loop, backward_loop = compile_plan(p, dtype)
+            output_shapes = [program.slot_info(slot).shape for slot in outputs]
+            kernel = make_kernel(p, members[0].shape, dtype, output_shapes, forward_loop, backward_loop)
+            fused_kernels.append((kernel, p))
+            return kernel
+
+        candidate = program.fuse([m.step.index for m in members], build,
+                                 name=f"numba_fused_{'_'.join(m.step.op for m in members[:3])}"
+                                      f"{'_etc' if len(members) > 3 else ''}")
+        kernel, p = fused_kernels[0]
+        if decide(members, kernel, p):
+            program = candidate
+    return program.replay
