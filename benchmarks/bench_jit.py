@@ -117,12 +117,22 @@ def main(argv):
         compiled_chain(cx, ca, cb).backward()
 
     capture_chain = _timed_first_call(corenn_compiled)
+    numba_backend = "numba" in corenn.compiler.list_backends()
+    if numba_backend:
+        fused_chain = corenn.compile(lambda x, a, b: chain(corenn, x, a, b), backend="numba")
+
+        def corenn_fused():
+            cx.grad = None
+            fused_chain(cx, ca, cb).backward()
+        capture_fused = _timed_first_call(corenn_fused)
 
     def torch_eager():
         tx.grad = None
         chain(torch, tx, ta, tb).backward()
 
     fns = {"corenn eager": corenn_eager, "corenn compiled (replay)": corenn_compiled, "pytorch eager": torch_eager}
+    if numba_backend:
+        fns["corenn compiled (numba)"] = corenn_fused
     torch_compile_note = "not run (pass --torch-compile)"
     if run_torch_compile:
         try:
@@ -140,6 +150,10 @@ def main(argv):
     for name, seconds in times.items():
         rows.append(("per-op overhead", name, f"{seconds / ops_per_call * 1e6:.2f} us/op", seconds / base))
     rows.append(("per-op overhead", "capture (first call)", f"{capture_chain * 1e3:.1f} ms", None))
+    if numba_backend:
+        rows.append(("per-op overhead", "capture + numba compile (first call)", f"{capture_fused * 1e3:.0f} ms", None))
+    else:
+        rows.append(("per-op overhead", "corenn compiled (numba)", "not run (corenn-numba not installed)", None))
     rows.append(("per-op overhead", "torch.compile", torch_compile_note, None))
 
     # -- seed 004's batch_gather ------------------------------------------------------------------
@@ -190,19 +204,27 @@ def main(argv):
     cxb, cyb = corenn.tensor(xb_np), corenn.tensor(yb_np)
     txb, tyb = torch.tensor(xb_np), torch.tensor(yb_np)
     capture_step = _timed_first_call(lambda: compiled_step(cxb, cyb))
-    times = _median_times({"corenn eager": lambda: eager_step(cxb, cyb),
-                           "corenn compiled step": lambda: compiled_step(cxb, cyb),
-                           "pytorch eager": lambda: torch_step(txb, tyb)}, repeats=30)
+    fns = {"corenn eager": lambda: eager_step(cxb, cyb), "corenn compiled step": lambda: compiled_step(cxb, cyb),
+           "pytorch eager": lambda: torch_step(txb, tyb)}
+    if numba_backend:
+        model3 = corenn.nn.Sequential(corenn.nn.Linear(784, 256), corenn.nn.ReLU(), corenn.nn.Linear(256, 10))
+        fused_step = corenn.compile(make_step(corenn, model3, corenn.optim.SGD(model3.parameters(), lr=0.01,
+                                                                               momentum=0.9)), backend="numba")
+        capture_fused_step = _timed_first_call(lambda: fused_step(cxb, cyb))
+        fns["corenn compiled (numba)"] = lambda: fused_step(cxb, cyb)
+    times = _median_times(fns, repeats=30)
     base = times["pytorch eager"]
     for name, seconds in times.items():
         rows.append(("MLP train step", name, f"{seconds * 1e3:.2f} ms", seconds / base))
     rows.append(("MLP train step", "capture (first call)", f"{capture_step * 1e3:.1f} ms", None))
+    if numba_backend:
+        rows.append(("MLP train step", "capture, numba (first call)", f"{capture_fused_step * 1e3:.1f} ms", None))
 
     print(f"CPU: {_cpu_name()}; python {platform.python_version()}; torch {torch.__version__} "
           f"(1 thread); corenn {corenn.__version__}")
-    print(f"{'workload':<16} {'variant':<28} {'time':>16} {'/ pytorch eager':>16}")
+    print(f"{'workload':<16} {'variant':<36} {'time':>16} {'/ pytorch eager':>16}")
     for workload, name, value, ratio in rows:
-        print(f"{workload:<16} {name:<28} {value:>16} {'' if ratio is None else f'{ratio:.2f}x':>16}")
+        print(f"{workload:<16} {name:<36} {value:>16} {'' if ratio is None else f'{ratio:.2f}x':>16}")
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ def corenn_register_compile_backends() -> Mapping[str, Callable[..., Any]]:
     ``corenn.compiler.list_backends()``.
     Receives: nothing.
     Returns: a mapping of backend name to a callable ``backend(program) -> runner``: ``program``
-    is a captured :class:`corenn.compiler._capture.Program` (its ``steps`` and ``replay``); the
+    is a captured :class:`corenn.compiler.Program` (``replay``, ``kernel_steps()``,
+    ``slot_info()``, ``barriers()``, ``fuse()``: docs/jit.md, "Writing a backend"); the
     runner is called with the call's input tensors, in the order they appear in the arguments,
     and returns what the function returns; a backend returning None makes every call eager.
     First answer wins: no, every plugin's mapping is merged in registration order (a later

@@ -197,7 +197,7 @@ def find_groups(program) -> list:
 # arithmetic of a typical chain, while this vectorises. At most 6 ulp from the exact value on random normal inputs
 # (numpy's vectorised tanh: 1.4); NaN passes through; beyond +-7.9 the result rounds to +-1 either way.
 TANH_FLOAT32 = (
-    "@numba.njit(inline='always', error_model='numpy')",
+    "@numba.njit(error_model='numpy')  # LLVM inlines it; numba's own inlining compiles far slower",
     "def tanh32(x):",
     "    c = T(7.90531110763549805)",
     "    x = c if x > c else x",
