@@ -10,6 +10,13 @@ all its records, which was most of the cost of ``record_shapes`` and ``profile_m
 What changes after an op has ended (its autograd sequence number, bytes freed later) is
 kept aside and merged when the profile stops.
 
+Memory (``profile_memory``) is counted the same way: while recording, an op's new output
+gets a weakref whose callback is ``list.append`` (C code, no Python frame), so a free only
+appends the weakref to a list; each op notes how long that list was at its start and at its
+end. When the profile stops, those marks put every free between the right two op boundaries,
+which gives each op's freed bytes, the live-bytes timeline and the peak exactly as counting
+each free as it happened would (:meth:`Recorder.account_memory`).
+
 The recorder is attached only while a profile records: ``corenn.plugins.observe_ops``
 and the global module hooks are added at start and removed at stop, so a program that
 has the plugin installed but profiles nothing runs exactly the code it ran without it.
@@ -34,14 +41,23 @@ MODULE = "module"              # a module's forward call (with_modules)
 STEP = "step"                  # ProfilerStep#N, between profile.step() calls
 
 # Fields of a record (a list). INPUTS holds an op's input arrays while it runs, so that an
-# output which is an input (an in-place op) is not counted as an allocation.
-KIND, NAME, START, END, PARENT, SHAPES, STACK, MODULE_AT, SEQ, ALLOC, FREED, DEVICE, TID, INPUTS = range(14)
-RECORD_SIZE = 14
+# output which is an input (an in-place op) is not counted as an allocation. With profile_memory,
+# DIED_AT_START and DIED_AT_END of an op or backward call are how many watched arrays had been
+# freed when it started and when it ended (before its outputs were counted); -1 when not noted.
+(KIND, NAME, START, END, PARENT, SHAPES, STACK, MODULE_AT, SEQ, ALLOC, FREED, DEVICE, TID, INPUTS,
+ DIED_AT_START, DIED_AT_END) = range(16)
+RECORD_SIZE = 16
 
 # Frames inside corenn or this plugin are not "the calling Python frame" of an op.
 _SKIPPED_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (corenn, sys.modules[__package__]))
 MAX_STACK_DEPTH = 32
 _NOT_AN_ARRAY = object()
+
+
+class Watch(weakref.ref):
+    """A weakref to an array that a recorded op allocated: the op's record index and the bytes."""
+
+    __slots__ = ("index", "nbytes")
 
 
 def array_root(array):
@@ -70,18 +86,18 @@ class Recorder:
         self.module_stack: list[tuple] = []        # (module, path, record index), innermost last
         self.child_paths: dict[tuple[str, int], str] = {}  # (parent's path, id(child)) -> the child's path
         self.module_info: dict[str, dict] = {}     # path -> type, parameter bytes, calls, output bytes
+        # Autograd sequence number -> its forward op's record index; written into the records at stop.
         self.forward_by_sequence_nr: dict[int, int] = {}
         self.pending_node = None                   # (record index, node) of the last op, until it has returned
-        self.sequence_nr_of: dict[int, int] = {}   # record index -> autograd sequence number, merged at stop
-        self.freed_by: dict[int, int] = {}         # record index -> bytes freed so far, merged at stop
-        # Memory: arrays produced by recorded ops, watched until freed.
-        self.watched: dict = {}                    # id(weakref) -> (weakref, record index, bytes)
-        self.live_bytes = 0
+        # Memory: a Watch per array allocated by a recorded op, kept here so that it calls back when
+        # the array is freed; the callback appends it to ``died``, in the order of the frees.
+        self.watching: list[Watch] = []
+        self.died: list[Watch] = []
+        self.died_append = self.died.append        # every Watch's callback: one bound method
+        # Worked out from the above when the profile stops.
         self.peak_bytes = 0
         self.peak_at = (0, -1)                     # (time, record index) when the peak was reached
-        self.memory_samples: list[tuple[int, int]] = []
-        self.freed_callback = self.freed           # one bound method for every weakref
-        self.last_sampled = 0                      # live bytes at the timeline's last point
+        self.memory_samples: list[tuple[int, int]] = []  # (time, live bytes) at op boundaries where it moved
         self.handles = []
         self.start_ns = self.stop_ns = 0
         self.active = False
@@ -116,6 +132,7 @@ class Recorder:
         if self.pending_node is not None:
             self.resolve_pending_node()
         self.stop_ns = now = perf_counter_ns()
+        frees = len(self.died)  # frees after this are after the profile: not counted
         records = self.records
         for index in self.open + [i for stack in self.other_threads.values() for i in stack]:
             if records[index][END] == 0:
@@ -124,11 +141,12 @@ class Recorder:
         self.open.clear()
         self.other_threads.clear()
         self.module_stack.clear()
-        if self.profile_memory and self.live_bytes != self.last_sampled:
-            self.sample_memory(now)
-        # Arrays still alive are "live at the end"; forget them, so their later frees cost nothing.
-        self.watched.clear()
-        self.merge_late_fields()
+        freed_by = self.account_memory(now, self.died[:frees]) if self.profile_memory else {}
+        # Arrays still alive are "live at the end"; forget them: a weakref that dies before its array
+        # never calls back, so their later frees cost nothing.
+        self.watching.clear()
+        self.died.clear()
+        self.merge_late_fields(freed_by)
 
     def end_record(self, index) -> None:
         """Freeze an ended record: a tuple of plain values, which the garbage collector stops tracking."""
@@ -137,19 +155,18 @@ class Recorder:
             record[INPUTS] = None
             self.records[index] = tuple(record)
 
-    def merge_late_fields(self) -> None:
-        """Write the sequence numbers and freed bytes kept aside into the (frozen) records."""
+    def merge_late_fields(self, freed_by) -> None:
+        """Write the sequence numbers kept aside and ``freed_by`` (record index -> bytes) into the (frozen) records."""
         records = self.records
-        for index, sequence_nr in self.sequence_nr_of.items():
+        for sequence_nr, index in self.forward_by_sequence_nr.items():
             record = list(records[index])
             record[SEQ] = sequence_nr
             records[index] = tuple(record)
-        for index, freed in self.freed_by.items():
+        for index, freed in freed_by.items():
             record = list(records[index])
             record[FREED] += freed
             records[index] = tuple(record)
-        self.sequence_nr_of.clear()
-        self.freed_by.clear()
+        self.forward_by_sequence_nr.clear()
 
     # -- the op observer (corenn.plugins.observe_ops) ----------------------------------------------------------
     def stack_of_this_thread(self) -> list[int]:
@@ -165,7 +182,7 @@ class Recorder:
         tid = get_ident()
         stack = self.open if tid == self.main_thread else self.stack_of_this_thread()
         record = [kind, name, 0, 0, stack[-1] if stack else -1, None, None,
-                  self.module_stack[-1][2] if self.module_stack else -1, 0, 0, 0, None, tid, None]
+                  self.module_stack[-1][2] if self.module_stack else -1, 0, 0, 0, None, tid, None, -1, -1]
         stack.append(len(self.records))
         self.records.append(record)
         return record
@@ -183,36 +200,42 @@ class Recorder:
             record[END] = now
             if record[KIND] == kind:
                 if outputs is not None and self.profile_memory:
+                    record[DIED_AT_END] = len(self.died)
                     self.count_allocations(index, record, outputs, record[INPUTS] or ())
-                    if self.live_bytes != self.last_sampled:
-                        self.sample_memory(now)
                 self.end_record(index)
                 return index
             self.end_record(index)
         return -1
 
     def op_start(self, op_name, device, arrays):
-        # open_record, inlined: this runs for every op while a profile records.
-        if self.pending_node is not None:
-            self.resolve_pending_node()
+        # open_record and resolve_pending_node, inlined: this runs for every op while a profile records.
+        if self.pending_node is not None:  # not held in a local: the node may be the last owner of arrays
+            index, number = self.pending_node[0], self.pending_node[1].sequence_nr
+            self.pending_node = None
+            if number:
+                self.forward_by_sequence_nr[number] = index
         tid = get_ident()
         stack = self.open if tid == self.main_thread else self.stack_of_this_thread()
         module_stack = self.module_stack
         records = self.records
-        record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
-                  tuple([getattr(a, "shape", ()) for a in arrays]) if self.record_shapes else None,
-                  self.python_stack() if self.with_stack else None,
-                  module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid,
-                  arrays if self.profile_memory else None]
+        if self.profile_memory:
+            record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
+                      tuple([getattr(a, "shape", ()) for a in arrays]) if self.record_shapes else None,
+                      self.python_stack() if self.with_stack else None,
+                      module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid,
+                      arrays, len(self.died), -1]
+        else:
+            record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
+                      tuple([getattr(a, "shape", ()) for a in arrays]) if self.record_shapes else None,
+                      self.python_stack() if self.with_stack else None,
+                      module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid, None, -1, -1]
         stack.append(len(records))
         records.append(record)
         if self.synchronize:
             sync = self.synchronize.get(device.type)
             if sync is not None:
                 sync()
-        record[START] = start = perf_counter_ns()
-        if self.profile_memory and self.live_bytes != self.last_sampled:
-            self.sample_memory(start)
+        record[START] = perf_counter_ns()
 
     def op_node(self, op_name, node):
         # The node's sequence_nr is set once the op returns: read it at the next event.
@@ -226,21 +249,37 @@ class Recorder:
         end = perf_counter_ns()
         stack = self.open if get_ident() == self.main_thread else self.stack_of_this_thread()
         index = stack.pop()
-        record = self.records[index]
+        records = self.records
+        record = records[index]
         record[END] = end
         if self.profile_memory:
-            self.count_allocations(index, record, out if out.__class__ is tuple else (out,), record[INPUTS] or ())
+            record[DIED_AT_END] = len(self.died)
+            inputs = record[INPUTS]
             record[INPUTS] = None
-            if self.live_bytes != self.last_sampled:
-                self.sample_memory(end)
-        self.records[index] = tuple(record)  # end_record, inlined
+            # The usual output, one array that owns its memory, counted inline (count_allocations
+            # and watch in one): new unless it is an input, as an in-place op's output is.
+            if out.__class__ is not tuple and getattr(out, "base", _NOT_AN_ARRAY) is None:
+                for x in inputs:
+                    if x is out:
+                        break
+                else:
+                    try:
+                        ref = Watch(out, self.died_append)
+                    except TypeError:  # not watchable (a numpy scalar): not counted
+                        ref = None
+                    if ref is not None:
+                        ref.index = index
+                        ref.nbytes = record[ALLOC] = out.nbytes
+                        self.watching.append(ref)
+            else:
+                self.count_allocations(index, record, out if out.__class__ is tuple else (out,), inputs)
+        records[index] = tuple(record)  # end_record, inlined
 
     def resolve_pending_node(self) -> None:
         index, node = self.pending_node
         self.pending_node = None
         number = node.sequence_nr
         if number:
-            self.sequence_nr_of[index] = number
             self.forward_by_sequence_nr[number] = index
 
     def backward_start(self, node, grad_outputs):
@@ -257,6 +296,7 @@ class Recorder:
                 record[SHAPES] = tuple([getattr(g, "shape", ()) for g in grads])
             if self.profile_memory:
                 record[INPUTS] = grads
+                record[DIED_AT_START] = len(self.died)
         record[START] = perf_counter_ns()
 
     def backward_end(self, node, grad_inputs):
@@ -265,26 +305,6 @@ class Recorder:
     # -- memory --------------------------------------------------------------------------------------------
     def count_allocations(self, index, record, outputs, inputs) -> None:
         """Count the memory of ``outputs`` that is new: not an input, not a view of an input, each array once."""
-        if len(outputs) == 1:  # the usual case, kept short: this runs for every op
-            array = outputs[0]
-            base = getattr(array, "base", _NOT_AN_ARRAY)
-            if base is None:  # owns its memory: new unless it is an input (an in-place op)
-                for x in inputs:
-                    if x is array:
-                        return
-                # watch(array, array, index, record), inlined: this runs for nearly every op
-                try:
-                    ref = weakref.ref(array, self.freed_callback)
-                except TypeError:
-                    return
-                nbytes = array.nbytes
-                self.watched[id(ref)] = (ref, index, nbytes)
-                record[ALLOC] += nbytes
-                self.live_bytes = live = self.live_bytes + nbytes
-                if live > self.peak_bytes:
-                    self.peak_bytes = live
-                    self.peak_at = (record[END], index)
-                return
         allocated_roots = []
         for array in outputs:
             base = getattr(array, "base", _NOT_AN_ARRAY)
@@ -310,31 +330,55 @@ class Recorder:
     def watch(self, array, root, index, record) -> None:
         """Count ``root``'s bytes as allocated by record ``index``, until ``array`` (which keeps it alive) dies."""
         try:
-            ref = weakref.ref(array, self.freed_callback)
+            ref = Watch(array, self.died_append)
         except TypeError:  # numpy scalars can't be watched: skipped
             return
-        nbytes = root.nbytes
-        self.watched[id(ref)] = (ref, index, nbytes)  # by id: a weakref hashes as its array, unhashable
-        record[ALLOC] += nbytes
-        self.live_bytes = live = self.live_bytes + nbytes
-        if live > self.peak_bytes:
-            self.peak_bytes = live
-            self.peak_at = (record[END], index)  # outputs are counted as their op ends
+        ref.index = index
+        ref.nbytes = root.nbytes
+        record[ALLOC] += ref.nbytes
+        self.watching.append(ref)
 
-    def freed(self, ref) -> None:
-        entry = self.watched.pop(id(ref), None)
-        if entry is None:  # freed after the profile stopped: no longer ours to count
-            return
-        _, index, nbytes = entry
-        self.freed_by[index] = self.freed_by.get(index, 0) + nbytes
-        self.live_bytes -= nbytes
+    def account_memory(self, stop_ns, died) -> dict[int, int]:
+        """The live-bytes timeline, the peak and the bytes freed per record, from the marks the ops left.
 
-    def sample_memory(self, now) -> None:
-        """Add a point to the live-bytes timeline; callers call it when it moved since the last point.
-        Points are taken at op boundaries (an op's start shows what was freed since the last op, its end
-        what it allocated): one per allocation and free cost more than the rest of the memory tracking."""
-        self.memory_samples.append((now, self.live_bytes))
-        self.last_sampled = self.live_bytes
+        ``died``: the watched arrays freed while recording, in the order they were freed. Live
+        bytes at an op boundary are the bytes allocated at boundaries before it (and at it, for
+        an end) less those of the first ``DIED_AT_START`` / ``DIED_AT_END`` frees. Boundaries are
+        taken in the order of those marks (time breaks ties): an array's free always comes after
+        the mark of the op that allocated it, so no live figure counts a free before its
+        allocation, whichever thread ran the ops. Returns record index -> bytes freed.
+        """
+        freed_by: dict[int, int] = {}
+        freed_before = [0]  # freed_before[k]: bytes of the first k frees
+        total = 0
+        for ref in died:
+            freed_by[ref.index] = freed_by.get(ref.index, 0) + ref.nbytes
+            total += ref.nbytes
+            freed_before.append(total)
+        boundaries = []  # (frees before it, time, 0 for a start and 1 for an end, record index)
+        for index, record in enumerate(self.records):
+            if record[DIED_AT_START] >= 0:
+                boundaries.append((record[DIED_AT_START], record[START], 0, index))
+            if record[DIED_AT_END] >= 0:
+                boundaries.append((record[DIED_AT_END], record[END], 1, index))
+        boundaries.sort()
+        records = self.records
+        allocated = last = 0
+        samples = self.memory_samples
+        for frees, time_ns, is_end, index in boundaries:
+            if is_end:
+                allocated += records[index][ALLOC]
+            live = allocated - freed_before[frees]
+            if is_end and live > self.peak_bytes:
+                self.peak_bytes = live
+                self.peak_at = (time_ns, index)
+            if live != last:
+                samples.append((time_ns, live))
+                last = live
+        live = allocated - total
+        if live != last:  # what was freed after the last op
+            samples.append((stop_ns, live))
+        return freed_by
 
     # -- the calling Python frame --------------------------------------------------------------------------
     def python_stack(self) -> tuple:

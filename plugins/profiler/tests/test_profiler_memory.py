@@ -117,3 +117,22 @@ def test_module_activation_bytes_with_a_tuple_output():
         Split()(corenn.ones(3, 5))
     (row,) = prof.module_summary().rows
     assert row.activation_bytes == 3 * 5 * 4
+
+
+def test_the_timeline_and_peak_follow_each_free_between_ops():
+    # Frees are counted when the profile stops, from the marks each op left: every point must be what
+    # counting each free as it happened gives. (corenn.ones is a factory, not a recorded op.)
+    with profile(profile_memory=True) as prof:
+        a = corenn.ones(100) * 1     # 400 B live
+        b = a * 2                    # 800 B: the peak
+        del a                        # 400 B, seen at the next op's start
+        c = b + 1                    # 800 B again
+        del b, c                     # 0 B at the next op's start
+        d = corenn.ones(10) * 3      # 40 B
+    samples = prof.trace.memory_samples
+    assert [live for _, live in samples] == [400, 800, 400, 800, 0, 40]
+    assert [time for time, _ in samples] == sorted(time for time, _ in samples)
+    stats = prof.memory_stats()
+    assert stats["peak"] == 800 and stats["peak_op"] == "mul" and stats["live"] == 40
+    assert stats["peak_time_us"] == prof.trace.us(samples[1][0])
+    assert d.shape == (10,)
