@@ -11,9 +11,9 @@ import importlib
 
 import corenn
 
-from .qtensor import (QScheme, QTensor, QuantizedDType, dequantize, per_channel_affine, per_channel_symmetric,
-                      per_tensor_affine, per_tensor_symmetric, qint8, qint32, quantize_per_channel,
-                      quantize_per_tensor, quint8)
+from .qtensor import (QScheme, QTensor, QuantizedDType, dequantize, per_channel_affine,
+                      per_channel_affine_float_qparams, per_channel_symmetric, per_tensor_affine, per_tensor_symmetric,
+                      qint8, qint32, quantize_per_channel, quantize_per_tensor, quint8)
 
 # The rest (observers, modules, prepare/convert, FX mode) imports corenn.nn and corenn.fx: it is
 # loaded on first use, since `import corenn` loads this plugin and would otherwise pay about 80 ms
@@ -46,7 +46,8 @@ _LAZY_NAMES = {
                     "prepare_fx", "prepare_qat_fx"),
 }
 _OWNER = {name: module_name for module_name, names in _LAZY_NAMES.items() for name in names}
-_QTENSOR_NAMES = ("QScheme", "QTensor", "QuantizedDType", "dequantize", "per_channel_affine", "per_channel_symmetric",
+_QTENSOR_NAMES = ("QScheme", "QTensor", "QuantizedDType", "dequantize", "per_channel_affine",
+                  "per_channel_affine_float_qparams", "per_channel_symmetric",
                   "per_tensor_affine", "per_tensor_symmetric", "qint8", "qint32", "quantize_per_channel",
                   "quantize_per_tensor", "quint8")
 __all__ = sorted({*_QTENSOR_NAMES, *_SUBMODULES, *_OWNER})
@@ -72,6 +73,7 @@ TOP_LEVEL_NAMES = {
     "quint8": quint8, "qint8": qint8, "qint32": qint32,
     "per_tensor_affine": per_tensor_affine, "per_channel_affine": per_channel_affine,
     "per_tensor_symmetric": per_tensor_symmetric, "per_channel_symmetric": per_channel_symmetric,
+    "per_channel_affine_float_qparams": per_channel_affine_float_qparams,
     "quantize_per_tensor": quantize_per_tensor, "quantize_per_channel": quantize_per_channel,
     "dequantize": dequantize, "qscheme": QScheme,
 }

@@ -11,7 +11,7 @@ import corenn
 from corenn import nn
 
 from . import modules as qm
-from .qconfig import QConfig, default_dynamic_qconfig, per_channel_dynamic_qconfig
+from .qconfig import QConfig, default_dynamic_qconfig, float_qparams_weight_only_qconfig, per_channel_dynamic_qconfig
 
 __all__ = ["fuse_modules", "fuse_modules_qat", "propagate_qconfig_", "prepare", "convert", "prepare_qat",
            "quantize", "quantize_dynamic", "quantize_qat", "get_default_static_quant_module_mappings",
@@ -80,7 +80,9 @@ def get_default_static_quant_module_mappings() -> dict:
     """float (or QAT) module class -> quantized module class, for ``convert``."""
     return {qm.QuantStub: qm.Quantize, qm.DeQuantStub: qm.DeQuantize, nn.Linear: qm.Linear,
             qm.LinearReLU: qm.QuantizedLinearReLU, nn.Conv2d: qm.Conv2d, qm.ConvReLU2d: qm.QuantizedConvReLU2d,
-            nn.ReLU: qm.ReLU, nn.MaxPool2d: qm.MaxPool2d, nn.Flatten: qm.Flatten,
+            nn.ReLU: qm.ReLU, nn.MaxPool2d: qm.MaxPool2d, nn.Flatten: qm.Flatten, nn.AvgPool2d: qm.AvgPool2d,
+            nn.AdaptiveAvgPool2d: qm.AdaptiveAvgPool2d, nn.LayerNorm: qm.LayerNorm, nn.Embedding: qm.Embedding,
+            nn.EmbeddingBag: qm.EmbeddingBag,
             qm.FloatFunctional: qm.QFunctional, qm.QATLinear: qm.Linear,
             qm.QATLinearReLU: qm.QuantizedLinearReLU, qm.QATConv2d: qm.Conv2d,
             qm.QATConvReLU2d: qm.QuantizedConvReLU2d, qm.QATConvBn2d: qm.Conv2d,
@@ -95,11 +97,16 @@ def get_default_qat_module_mappings() -> dict:
 
 def get_default_dynamic_quant_module_mappings() -> dict:
     """float module class -> dynamically quantized module class, for ``quantize_dynamic``."""
-    return {nn.Linear: qm.DynamicLinear, nn.LSTM: qm.DynamicLSTM}
+    return {nn.Linear: qm.DynamicLinear, nn.LSTM: qm.DynamicLSTM, nn.Embedding: qm.Embedding,
+            nn.EmbeddingBag: qm.EmbeddingBag}
 
 
 # Modules whose output prepare observes (the ones convert turns into quantized modules that need an output scale).
-_OBSERVED = (qm.QuantStub, nn.Linear, qm.LinearReLU, nn.Conv2d, qm.ConvReLU2d, qm.FloatFunctional)
+_OBSERVED = (qm.QuantStub, nn.Linear, qm.LinearReLU, nn.Conv2d, qm.ConvReLU2d, qm.FloatFunctional, nn.LayerNorm)
+# Modules convert swaps without an output observer: they keep their input's scale, or (embeddings) are
+# quantized by weight only and give float outputs.
+_UNOBSERVED = (qm.ReLU, qm.MaxPool2d, qm.AvgPool2d, qm.AdaptiveAvgPool2d, qm.Flatten, qm.DeQuantize, qm.Embedding,
+               qm.EmbeddingBag)
 
 
 # -- qconfig propagation, prepare, convert --------------------------------------------------------------------------
@@ -158,7 +165,7 @@ def _swap(module, mapping: dict):
     target = mapping.get(type(module))
     if target is None or getattr(module, "qconfig", None) is None:
         return module
-    if target in (qm.ReLU, qm.MaxPool2d, qm.Flatten, qm.DeQuantize):
+    if target in _UNOBSERVED:
         return target.from_float(module)
     if not hasattr(module, "activation_post_process"):
         return module
@@ -238,17 +245,26 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
     qualified names to ``QConfig``; by default every ``nn.Linear``. Weights are quantized per
     output channel (``per_channel_dynamic_qconfig``) unless a qconfig says otherwise; an
     ``nn.LSTM`` becomes a ``dynamic.LSTM`` with every ``weight_ih`` / ``weight_hh`` in int8.
-    ``dtype`` must be ``corenn.qint8`` (float16 dynamic quantization is not provided).
+    ``dtype=corenn.quint8`` quantizes ``nn.Embedding`` / ``nn.EmbeddingBag`` (by default both)
+    with ``float_qparams_weight_only_qconfig``, as PyTorch does; float16 is not provided.
     Applied recursively: a module matched by type anywhere in the model is replaced.
     """
     dtype = corenn.qint8 if dtype is None else dtype
-    if dtype is not corenn.qint8:
+    embeddings = (nn.Embedding, nn.EmbeddingBag)
+    if dtype is corenn.quint8:
+        keys = embeddings if qconfig_spec is None else qconfig_spec
+        if isinstance(keys, (set, frozenset, list, tuple)) and not set(keys) <= set(embeddings):
+            raise NotImplementedError(f"quantize_dynamic: dtype {dtype!r} quantizes Embedding and EmbeddingBag only "
+                                      "(float-qparams weights); use corenn.qint8 for the other modules")
+        default_qconfig = float_qparams_weight_only_qconfig
+    elif dtype is corenn.qint8:
+        keys, default_qconfig = (nn.Linear,) if qconfig_spec is None else qconfig_spec, per_channel_dynamic_qconfig
+    else:
         raise NotImplementedError(f"quantize_dynamic: dtype {dtype!r} is not supported; corenn-quantize provides "
-                                  "dynamic quantization to corenn.qint8 only")
-    if qconfig_spec is None:
-        qconfig_spec = {nn.Linear}
+                                  "dynamic quantization to corenn.qint8 (and corenn.quint8 for embeddings) only")
+    qconfig_spec = keys
     if isinstance(qconfig_spec, (set, frozenset, list, tuple)):
-        qconfig_spec = {key: per_channel_dynamic_qconfig for key in qconfig_spec}
+        qconfig_spec = {key: default_qconfig for key in qconfig_spec}
     supported = get_default_dynamic_quant_module_mappings() if mapping is None else mapping
     for key in qconfig_spec:
         if isinstance(key, type) and key not in supported:

@@ -29,6 +29,8 @@ import os
 
 import numpy as np
 
+from .qtensor import quantize_array
+
 __all__ = ["backend", "uses_vnni", "EXACT_CHUNK", "PARALLEL_MIN_MACS", "LinearWeights", "linear_dequantized",
            "linear_requantized", "linear_dynamic", "quantize_rows_dynamic"]
 
@@ -243,8 +245,7 @@ def quantize_rows_dynamic(x: np.ndarray, reduce_range: bool = True):
         kernels.quantize_rows_padded(x, np.float32(1.0) / scale, zero_point, np.int32(quant_max), xq)
         return xq, float(scale), int(zero_point)
     scale, zero_point = _dynamic_qparams_numpy(x, quant_max)
-    q = np.rint(x * np.float32(1.0 / scale)) + np.float32(zero_point)
-    return np.clip(q, 0, quant_max).astype(np.uint8), float(scale), zero_point
+    return quantize_array(x, scale, zero_point, 0, quant_max, np.uint8), float(scale), zero_point
 
 
 def linear_dynamic(x: np.ndarray, weights: LinearWeights, weight_scales, bias, reduce_range: bool = True):

@@ -21,8 +21,9 @@ import corenn
 from corenn import nn
 from corenn.nn.utils.rnn import PackedSequence
 
+from . import functional as qF
 from . import kernels
-from .qtensor import QTensor, per_tensor_affine, qint8, quantize_array, quint8
+from .qtensor import QTensor, per_channel_affine_float_qparams, per_tensor_affine, qint8, quantize_array, quint8
 
 __all__ = ["QuantStub", "DeQuantStub", "QuantWrapper", "Quantize", "DeQuantize", "FloatFunctional", "QFunctional",
            "intrinsic", "qat", "quantized", "dynamic"]
@@ -598,9 +599,244 @@ class Flatten(nn.Flatten):
         return cls(module.start_dim, module.end_dim)
 
 
+class AvgPool2d(nn.AvgPool2d):
+    """Average pooling that also pools quantized tensors (their scale and zero point kept), as PyTorch's does.
+
+    PyTorch's float ``nn.AvgPool2d`` accepts quantized input itself; corenn's float pooling
+    knows nothing of ``QTensor``, so ``convert`` puts this subclass in its place.
+    """
+
+    def forward(self, input):
+        if not isinstance(input, QTensor):
+            return super().forward(input)
+        return qF.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad, self.divisor_override)
+
+    @classmethod
+    def from_float(cls, module):
+        return cls(module.kernel_size, module.stride, module.padding, module.ceil_mode, module.count_include_pad,
+                   module.divisor_override)
+
+
+class AdaptiveAvgPool2d(nn.AdaptiveAvgPool2d):
+    """Adaptive average pooling that also pools quantized tensors (scale and zero point kept)."""
+
+    def forward(self, input):
+        if not isinstance(input, QTensor):
+            return super().forward(input)
+        return qF.adaptive_avg_pool2d(input, self.output_size)
+
+    @classmethod
+    def from_float(cls, module):
+        return cls(module.output_size)
+
+
+class LayerNorm(nn.LayerNorm):
+    """Quantized ``LayerNorm`` (``torch.ao.nn.quantized.LayerNorm``): quint8 in, quint8 at its own scale out.
+
+    ``weight`` and ``bias`` stay float (shared with the float module, as PyTorch's); the
+    output ``scale`` / ``zero_point`` are buffers, from the observer ``prepare`` put after
+    the float module.
+    """
+
+    def __init__(self, normalized_shape, weight, bias, scale, zero_point, eps=1e-5, elementwise_affine=True,
+                 device=None, dtype=None):
+        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine)
+        self.weight, self.bias = weight, bias
+        self.register_buffer("scale", corenn.tensor(float(scale)))
+        self.register_buffer("zero_point", corenn.tensor(int(zero_point)))
+
+    def forward(self, input):
+        return qF.layer_norm_quantized(input, self.normalized_shape, self.weight, self.bias, self.eps,
+                                       self.scale.item(), int(self.zero_point.item()))
+
+    @classmethod
+    def from_float(cls, module):
+        scale, zero_point = _scale_zero_point(module.activation_post_process)
+        return cls(module.normalized_shape, module.weight, module.bias, scale, zero_point, module.eps,
+                   module.elementwise_affine)
+
+    def extra_repr(self):
+        return super().extra_repr() + f", scale={self.scale.item()}, zero_point={self.zero_point.item()}"
+
+
+# -- quantized embeddings: rows of uint8 with a float scale and a float zero point each --------------------------------
+
+def _embedding_weight_observer(module, weight_observer, name: str):
+    """The weight observer for ``module`` (its qconfig's, or PyTorch's float-qparams default), checked as PyTorch does."""
+    if weight_observer is None:
+        qconfig = getattr(module, "qconfig", None)
+        if qconfig is not None and qconfig.weight is not None:
+            weight_observer = qconfig.weight()
+        else:
+            from .qconfig import float_qparams_weight_only_qconfig
+            weight_observer = float_qparams_weight_only_qconfig.weight()
+    if getattr(weight_observer, "qscheme", None) is not per_channel_affine_float_qparams:
+        raise AssertionError(f"{name} quantization is only supported with float_qparams_weight_only_qconfig.")
+    if weight_observer.dtype is not quint8:
+        raise NotImplementedError(f"quantized.{name}: weight dtype {weight_observer.dtype!r} is not supported by "
+                                  "corenn-quantize (corenn.quint8 only; PyTorch also has quint4x2)")
+    return weight_observer
+
+
+class _QuantizedEmbeddingBase(nn.Module):
+    """uint8 rows, float32 scales and zero points in buffers (``packed_weight``, ``packed_weight_scales``, ...)."""
+
+    def _init_weight(self, num_embeddings: int, embedding_dim: int, dtype, name: str):
+        if dtype is not quint8:
+            raise NotImplementedError(f"quantized.{name}: dtype {dtype!r} is not supported by corenn-quantize "
+                                      "(corenn.quint8 only; PyTorch also has quint4x2)")
+        self.num_embeddings, self.embedding_dim, self.dtype = num_embeddings, embedding_dim, dtype
+        # PyTorch's default weight: zeros, scale 1, zero point 0
+        self.register_buffer("packed_weight", corenn.zeros((num_embeddings, embedding_dim), dtype=corenn.uint8))
+        self.register_buffer("packed_weight_scales", corenn.ones(num_embeddings))
+        self.register_buffer("packed_weight_zero_points", corenn.zeros(num_embeddings))
+
+    def set_weight(self, weight: QTensor) -> None:
+        """Take ``weight``, a quint8 tensor quantized per row with float qparams (``quantize_per_channel``, axis 0)."""
+        if not isinstance(weight, QTensor) or weight.qscheme() is not per_channel_affine_float_qparams or \
+                weight.q_per_channel_axis() != 0 or weight.dtype is not quint8:
+            raise RuntimeError(f"quantized.{type(self).__name__}.set_weight: expected a corenn.quint8 weight "
+                               "quantized per row (axis 0) with corenn.per_channel_affine_float_qparams")
+        if tuple(weight.shape) != (self.num_embeddings, self.embedding_dim):
+            raise RuntimeError(f"quantized.{type(self).__name__}.set_weight: expected a weight of shape "
+                               f"{(self.num_embeddings, self.embedding_dim)}, got {tuple(weight.shape)}")
+        self.packed_weight = corenn.from_numpy(weight.int_values.copy())
+        self.packed_weight_scales = corenn.from_numpy(weight.scales.copy())
+        self.packed_weight_zero_points = corenn.from_numpy(weight.zero_points.copy())
+
+    def weight(self) -> QTensor:
+        """The quantized weight (PyTorch's ``module.weight()``)."""
+        return QTensor(self.packed_weight.numpy().copy(), quint8, per_channel_affine_float_qparams,
+                       self.packed_weight_scales.numpy(), self.packed_weight_zero_points.numpy(), 0)
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        """float32 rows ``indices`` as PyTorch's kernel computes them: ``q * scale + bias``, ``bias = -zero_point * scale``."""
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu":
+            raise RuntimeError(f"quantized.{type(self).__name__}: expected indices of an integer type, got "
+                               f"{indices.dtype}")
+        if indices.size and (indices.min() < 0 or indices.max() >= self.num_embeddings):
+            raise IndexError("index out of range in self")
+        scales = self.packed_weight_scales.numpy()[indices][..., None]
+        bias = -(self.packed_weight_zero_points.numpy()[indices][..., None] * scales)
+        return self.packed_weight.numpy()[indices].astype(np.float32) * scales + bias
+
+    @classmethod
+    def _quantized_weight(cls, module, weight_observer, name: str) -> QTensor:
+        observer = _embedding_weight_observer(module, weight_observer, name)
+        weight = module.weight.detach()
+        observer(weight)
+        scales, zero_points = observer.calculate_qparams()
+        return corenn.quantize_per_channel(weight, scales, zero_points, 0, quint8)
+
+    def extra_repr(self):
+        return f"num_embeddings={self.num_embeddings}, embedding_dim={self.embedding_dim}, dtype={self.dtype!r}, " \
+               f"qscheme={per_channel_affine_float_qparams!r}"
+
+
+class Embedding(_QuantizedEmbeddingBase):
+    """Quantized ``Embedding`` (``torch.ao.nn.quantized.Embedding``): uint8 rows with float qparams, float output.
+
+    ``convert`` (with ``float_qparams_weight_only_qconfig`` on the embedding) or
+    ``quantize_dynamic(model, {nn.Embedding: float_qparams_weight_only_qconfig})`` builds it.
+    The weight is 4x smaller than float32 (plus two floats per row).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, dtype=quint8):
+        super().__init__()
+        if max_norm is not None:
+            raise NotImplementedError("quantized.Embedding: max_norm is not supported by corenn-quantize (the rows "
+                                      "are not renormalised; PyTorch's quantized Embedding ignores it)")
+        self._init_weight(num_embeddings, embedding_dim, dtype, "Embedding")
+        self.padding_idx = padding_idx
+        if _weight is not None:
+            self.set_weight(_weight)
+
+    def forward(self, indices):
+        if not isinstance(indices, corenn.Tensor):
+            raise TypeError(f"quantized.Embedding.forward(): argument 'indices' must be Tensor, not "
+                            f"{type(indices).__name__}")
+        return corenn.from_numpy(self.rows(indices.numpy()))
+
+    @classmethod
+    def from_float(cls, module, weight_observer=None):
+        if type(module) is not nn.Embedding:
+            raise AssertionError("nnq.Embedding.from_float only works for Embedding")
+        if module.max_norm is not None:
+            raise NotImplementedError("quantized.Embedding: max_norm is not supported by corenn-quantize (the rows "
+                                      "are not renormalised; PyTorch's quantized Embedding ignores it)")
+        quantized = cls(module.num_embeddings, module.embedding_dim)
+        quantized.set_weight(cls._quantized_weight(module, weight_observer, "Embedding"))
+        return quantized
+
+
+class EmbeddingBag(_QuantizedEmbeddingBase):
+    """Quantized ``EmbeddingBag`` (``torch.ao.nn.quantized.EmbeddingBag``): bags of uint8 rows, float output.
+
+    ``forward(indices, offsets=None, per_sample_weights=None)`` as the float module's. The
+    looked-up rows are dequantized as PyTorch's kernel does and reduced by ``mode`` (sum,
+    mean or max). PyTorch's quantized EmbeddingBag sums whatever its ``mode`` says; this one
+    computes the mode it is given.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, mode="sum", sparse=False, _weight=None, include_last_offset=False,
+                 dtype=quint8):
+        super().__init__()
+        if max_norm is not None:
+            raise NotImplementedError("quantized.EmbeddingBag: max_norm is not supported by corenn-quantize (the "
+                                      "rows are not renormalised; PyTorch's quantized EmbeddingBag ignores it)")
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"quantized.EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
+        self._init_weight(num_embeddings, embedding_dim, dtype, "EmbeddingBag")
+        self.mode, self.include_last_offset = mode, include_last_offset
+        if _weight is not None:
+            self.set_weight(_weight)
+
+    def forward(self, indices, offsets=None, per_sample_weights=None, compressed_indices_mapping=None):
+        if compressed_indices_mapping is not None:
+            raise NotImplementedError("quantized.EmbeddingBag: compressed_indices_mapping (pruned weights) is not "
+                                      "supported by corenn-quantize")
+        if not isinstance(indices, corenn.Tensor):
+            raise TypeError(f"quantized.EmbeddingBag.forward(): argument 'indices' must be Tensor, not "
+                            f"{type(indices).__name__}")
+        flat = indices.numpy().reshape(-1)
+        rows = corenn.from_numpy(self.rows(flat))
+        # The bags of the looked-up rows are the core's embedding_bag over a table of exactly those rows.
+        positions = corenn.arange(flat.size).reshape(tuple(indices.shape))
+        return nn.functional.embedding_bag(positions, rows, offsets, mode=self.mode,
+                                           per_sample_weights=per_sample_weights,
+                                           include_last_offset=self.include_last_offset)
+
+    @classmethod
+    def from_float(cls, module, weight_observer=None):
+        if type(module) is not nn.EmbeddingBag:
+            raise AssertionError("nnq.EmbeddingBag.from_float only works for EmbeddingBag")
+        if module.max_norm is not None:
+            raise NotImplementedError("quantized.EmbeddingBag: max_norm is not supported by corenn-quantize (the "
+                                      "rows are not renormalised; PyTorch's quantized EmbeddingBag ignores it)")
+        if module.padding_idx is not None:
+            raise NotImplementedError("quantized.EmbeddingBag: padding_idx is not supported by corenn-quantize "
+                                      "(PyTorch's quantized EmbeddingBag has none)")
+        quantized = cls(module.num_embeddings, module.embedding_dim, mode=module.mode,
+                        include_last_offset=module.include_last_offset)
+        quantized.set_weight(cls._quantized_weight(module, weight_observer, "EmbeddingBag"))
+        return quantized
+
+    def extra_repr(self):
+        return super().extra_repr() + f", mode={self.mode!r}"
+
+
 quantized = types.SimpleNamespace(Linear=Linear, LinearReLU=QuantizedLinearReLU, Conv2d=Conv2d,
                                   ConvReLU2d=QuantizedConvReLU2d, ReLU=ReLU, MaxPool2d=MaxPool2d, Flatten=Flatten,
-                                  Quantize=Quantize, DeQuantize=DeQuantize, QFunctional=QFunctional)
+                                  AvgPool2d=AvgPool2d, AdaptiveAvgPool2d=AdaptiveAvgPool2d, LayerNorm=LayerNorm,
+                                  Embedding=Embedding, EmbeddingBag=EmbeddingBag,
+                                  Quantize=Quantize, DeQuantize=DeQuantize, QFunctional=QFunctional,
+                                  functional=types.SimpleNamespace(avg_pool2d=qF.avg_pool2d,
+                                                                   adaptive_avg_pool2d=qF.adaptive_avg_pool2d,
+                                                                   max_pool2d=qF.max_pool2d))
 
 
 # -- dynamically quantized modules (torch.ao.nn.quantized.dynamic) --------------------------------------------------

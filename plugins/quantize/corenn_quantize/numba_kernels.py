@@ -315,10 +315,11 @@ def quantize_rows_padded(x, inverse_scale, zero_point, quant_max, out):
     m_rows, k_depth = x.shape
     if out.shape[0] < m_rows or out.shape[1] < k_depth:
         raise ValueError("int8 kernel: the quantized activation buffer is smaller than the activations")
-    offset, top = np.float32(zero_point), np.float32(quant_max)
+    # x * inverse + zero_point rounded once (fbgemm's FMA), as qtensor.quantize_array: exact in float64
+    offset, top, inverse = np.float64(zero_point), np.float32(quant_max), np.float64(inverse_scale)
     for m in range(m_rows):
         for k in range(k_depth):
-            q = np.rint(x[m, k] * inverse_scale) + offset
+            q = np.rint(np.float32(np.float64(x[m, k]) * inverse + offset))
             out[m, k] = np.uint8(min(max(q, np.float32(0.0)), top))
         out[m, k_depth:] = 0
     out[m_rows:] = 0

@@ -23,8 +23,8 @@ import numpy as np
 import corenn
 from corenn import nn
 
-from .qtensor import (QuantizedDType, dtype_range, per_channel_affine, per_channel_symmetric, per_tensor_affine,
-                      per_tensor_symmetric, qint8, quint8)
+from .qtensor import (QuantizedDType, dtype_range, per_channel_affine, per_channel_affine_float_qparams,
+                      per_channel_symmetric, per_tensor_affine, per_tensor_symmetric, qint8, quint8)
 
 __all__ = ["ObserverBase", "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
            "MovingAveragePerChannelMinMaxObserver", "HistogramObserver", "PlaceholderObserver", "NoopObserver",
@@ -92,6 +92,12 @@ class ObserverBase(nn.Module):
         max_val_pos = np.maximum(max_val, np.float32(0))
         zero_point = np.zeros(min_val_neg.shape, dtype=np.int64)
         eps = np.float32(self.eps)
+        if self.qscheme is per_channel_affine_float_qparams:
+            # PyTorch's: the raw range (0 need not be in it), and a float zero point, -min / scale
+            scale = ((max_val - min_val) / np.float32(quant_max - quant_min)).astype(np.float32)
+            scale = np.where(scale > eps, scale, np.float32(1.0)).astype(np.float32)
+            zero_point = (np.float32(-1) * min_val / scale).astype(np.float32)
+            return corenn.from_numpy(np.atleast_1d(scale)), corenn.from_numpy(np.atleast_1d(zero_point))
         if self.qscheme in (per_tensor_symmetric, per_channel_symmetric):
             max_val_pos = np.maximum(-min_val_neg, max_val_pos)
             scale = np.maximum(max_val_pos / np.float32((quant_max - quant_min) / 2), eps).astype(np.float32)
@@ -171,7 +177,7 @@ class PerChannelMinMaxObserver(ObserverBase):
 
     def __init__(self, ch_axis=0, dtype=quint8, qscheme=per_channel_affine, reduce_range=False, quant_min=None,
                  quant_max=None, eps=FLOAT32_EPS, is_dynamic=False, **kwargs):
-        if qscheme not in (per_channel_affine, per_channel_symmetric):
+        if qscheme not in (per_channel_affine, per_channel_symmetric, per_channel_affine_float_qparams):
             raise NotImplementedError(f"{type(self).__name__}(): qscheme {qscheme!r} is per tensor; use "
                                       "MinMaxObserver")
         super().__init__(dtype, qscheme, reduce_range, quant_min, quant_max, eps, is_dynamic)

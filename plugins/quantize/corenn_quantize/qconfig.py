@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 from .fake_quantize import (FakeQuantize, default_fake_quant, default_per_channel_weight_fake_quant,  # noqa: F401
                             default_weight_fake_quant)
-from .observer import (HistogramObserver, MovingAverageMinMaxObserver, PlaceholderObserver,
+from .observer import (HistogramObserver, MovingAverageMinMaxObserver, PerChannelMinMaxObserver, PlaceholderObserver,
                        default_dynamic_quant_observer, default_observer, default_per_channel_weight_observer,
                        default_weight_observer)
-from .qtensor import per_tensor_affine, quint8
+from .qtensor import per_channel_affine_float_qparams, per_tensor_affine, quint8
 
 __all__ = ["QConfig", "QConfigDynamic", "default_qconfig", "default_per_channel_qconfig", "default_dynamic_qconfig",
            "per_channel_dynamic_qconfig", "default_qat_qconfig", "default_weight_only_qconfig",
@@ -38,7 +38,10 @@ per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                       weight=default_per_channel_weight_observer)
 default_qat_qconfig = QConfig(activation=default_fake_quant, weight=default_weight_fake_quant)
 default_weight_only_qconfig = QConfig(activation=PlaceholderObserver, weight=default_weight_fake_quant)
-float_qparams_weight_only_qconfig = None  # embedding-bag weight-only quantization: not provided (no quantized Embedding)
+# Embedding weights: 8 bits per row, each with a float scale and a float zero point; activations stay float.
+float_qparams_weight_only_qconfig = QConfig(
+    activation=PlaceholderObserver,
+    weight=PerChannelMinMaxObserver.with_args(dtype=quint8, qscheme=per_channel_affine_float_qparams, ch_axis=0))
 
 _BACKENDS = ("x86", "fbgemm", "qnnpack", "onednn")
 

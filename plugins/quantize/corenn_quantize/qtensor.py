@@ -20,7 +20,8 @@ import numpy as np
 import corenn
 
 __all__ = ["QuantizedDType", "QScheme", "quint8", "qint8", "qint32", "per_tensor_affine", "per_channel_affine",
-           "per_tensor_symmetric", "per_channel_symmetric", "QTensor", "quantize_per_tensor",
+           "per_tensor_symmetric", "per_channel_symmetric", "per_channel_affine_float_qparams", "QTensor",
+           "quantize_per_tensor",
            "quantize_per_channel", "dequantize", "quantize_array", "dtype_range"]
 
 
@@ -53,6 +54,8 @@ class QScheme:
         self.name = name
         self.per_channel = name.startswith("per_channel")
         self.symmetric = name.endswith("symmetric")
+        # float zero points, x = (q - zero_point) * scale with both float32 (embedding weights)
+        self.float_qparams = name.endswith("float_qparams")
 
     def __repr__(self):
         return f"corenn.{self.name}"
@@ -68,8 +71,9 @@ per_tensor_affine = QScheme("per_tensor_affine")
 per_channel_affine = QScheme("per_channel_affine")
 per_tensor_symmetric = QScheme("per_tensor_symmetric")
 per_channel_symmetric = QScheme("per_channel_symmetric")
+per_channel_affine_float_qparams = QScheme("per_channel_affine_float_qparams")
 _by_name = {o.name: o for o in (quint8, qint8, qint32, per_tensor_affine, per_channel_affine,
-                                per_tensor_symmetric, per_channel_symmetric)}
+                                per_tensor_symmetric, per_channel_symmetric, per_channel_affine_float_qparams)}
 
 
 def dtype_range(dtype: QuantizedDType, reduce_range: bool = False) -> tuple[int, int]:
@@ -82,14 +86,17 @@ def dtype_range(dtype: QuantizedDType, reduce_range: bool = False) -> tuple[int,
 
 
 def quantize_array(x: np.ndarray, scale, zero_point, quant_min: int, quant_max: int, dtype) -> np.ndarray:
-    """``clamp(round(x / scale) + zero_point)`` on numpy arrays (round half to even, as PyTorch's kernels).
+    """``clamp(round(x / scale + zero_point))`` on numpy arrays (round half to even), as fbgemm's ``Quantize``.
 
     ``scale`` and ``zero_point`` broadcast against ``x`` (per-channel callers reshape them).
-    The division is a multiplication by ``1 / scale`` in float32, as fbgemm computes it.
+    As in PyTorch's vectorised kernels: ``1 / float32(scale)`` in float32, then ``x * inverse +
+    zero_point`` fused (one rounding, as their FMA: the float64 product is exact and the sum
+    rounds once more only when the zero point dwarfs it) before rounding to an integer.
     """
-    inverse_scale = (1.0 / np.asarray(scale, dtype=np.float64)).astype(np.float32)
-    scaled = np.rint(x.astype(np.float32, copy=False) * inverse_scale)
-    scaled += np.asarray(zero_point, dtype=np.float32)
+    inverse_scale = (np.float32(1.0) / np.asarray(scale, dtype=np.float32)).astype(np.float64)
+    scaled = x.astype(np.float64) * inverse_scale
+    scaled += np.asarray(zero_point, dtype=np.float64)
+    scaled = np.rint(scaled.astype(np.float32))
     np.clip(scaled, quant_min, quant_max, out=scaled)
     return scaled.astype(dtype)
 
@@ -119,7 +126,10 @@ class QTensor:
         self.dtype = dtype
         self.qscheme_value = qscheme
         self.axis = axis
-        if qscheme.per_channel:
+        if qscheme.float_qparams:  # PyTorch keeps both in float32 for this scheme
+            self.scales = np.asarray(scale, dtype=np.float32).reshape(-1)
+            self.zero_points = np.asarray(zero_point, dtype=np.float32).reshape(-1)
+        elif qscheme.per_channel:
             self.scales = np.asarray(scale, dtype=np.float64).reshape(-1)
             self.zero_points = np.asarray(zero_point, dtype=np.int64).reshape(-1)
         else:
@@ -161,11 +171,11 @@ class QTensor:
 
     def q_per_channel_scales(self) -> corenn.Tensor:
         self._need_per_channel("q_per_channel_scales")
-        return corenn.tensor(self.scales, dtype=corenn.float64)
+        return corenn.from_numpy(self.scales.copy())
 
     def q_per_channel_zero_points(self) -> corenn.Tensor:
         self._need_per_channel("q_per_channel_zero_points")
-        return corenn.tensor(self.zero_points, dtype=corenn.int64)
+        return corenn.from_numpy(self.zero_points.copy())
 
     def q_per_channel_axis(self) -> int:
         self._need_per_channel("q_per_channel_axis")
@@ -184,6 +194,10 @@ class QTensor:
 
     def dequantize_array(self) -> np.ndarray:
         """The float32 values as a numpy array (what the quantized modules compute with)."""
+        if self.qscheme_value.float_qparams:
+            shape = [1] * self.int_values.ndim
+            shape[self.axis] = -1
+            return (self.int_values.astype(np.float32) - self.zero_points.reshape(shape)) * self.scales.reshape(shape)
         if self.qscheme_value.per_channel:
             shape = [1] * self.int_values.ndim
             shape[self.axis] = -1
@@ -272,11 +286,19 @@ def quantize_per_tensor(input, scale, zero_point, dtype) -> QTensor:
 
 
 def quantize_per_channel(input, scales, zero_points, axis: int, dtype) -> QTensor:
-    """Quantize ``input`` with one scale and zero point per slice along ``axis`` (``torch.quantize_per_channel``)."""
+    """Quantize ``input`` with one scale and zero point per slice along ``axis`` (``torch.quantize_per_channel``).
+
+    Floating ``zero_points`` give ``per_channel_affine_float_qparams`` (as PyTorch): ``q =
+    round(x / scale + zero_point)`` and ``x = (q - zero_point) * scale``, all in float32, the
+    scheme of quantized embedding weights.
+    """
     dtype = _check_dtype(dtype, "quantize_per_channel")
     x = _as_numpy(input, "input", "quantize_per_channel")
-    scales = _as_numpy(scales, "scales", "quantize_per_channel").astype(np.float64).reshape(-1)
-    zero_points = _as_numpy(zero_points, "zero_points", "quantize_per_channel").astype(np.int64).reshape(-1)
+    zero_points = _as_numpy(zero_points, "zero_points", "quantize_per_channel")
+    float_qparams = zero_points.dtype.kind == "f"
+    scales = _as_numpy(scales, "scales", "quantize_per_channel")
+    scales = scales.astype(np.float32 if float_qparams else np.float64).reshape(-1)
+    zero_points = zero_points.astype(np.float32 if float_qparams else np.int64).reshape(-1)
     if not -x.ndim <= axis < x.ndim:
         raise IndexError(f"quantize_per_channel(): axis {axis} is out of range for a {x.ndim}-d input")
     axis %= x.ndim
@@ -285,6 +307,11 @@ def quantize_per_channel(input, scales, zero_points, axis: int, dtype) -> QTenso
                            f"axis {axis}), got {scales.shape[0]} and {zero_points.shape[0]}")
     shape = [1] * x.ndim
     shape[axis] = -1
+    if float_qparams:
+        inverse_scales = np.where(scales == 0, np.float32(1), np.float32(1) / np.where(scales == 0, 1, scales))
+        q = np.rint(x.astype(np.float32) * inverse_scales.reshape(shape) + zero_points.reshape(shape))
+        q = np.clip(q, dtype.quant_min, dtype.quant_max).astype(dtype.numpy)
+        return QTensor(q, dtype, per_channel_affine_float_qparams, scales, zero_points, axis)
     q = quantize_array(x, scales.reshape(shape), zero_points.reshape(shape), dtype.quant_min, dtype.quant_max,
                        dtype.numpy)
     return QTensor(q, dtype, per_channel_affine, scales, zero_points, axis)

@@ -36,11 +36,12 @@ import corenn.fx
 from corenn import nn
 from corenn.fx.passes import ShapeProp, TensorMetadata
 
+from . import functional as qF
 from . import modules as qm
 from .fake_quantize import FakeQuantizeBase
 from .observer import ObserverBase
 from .qconfig import QConfig, get_default_qat_qconfig, get_default_qconfig
-from .qtensor import QTensor, QuantizedDType, quint8
+from .qtensor import QTensor, QuantizedDType, per_channel_affine_float_qparams, quint8
 from .eager import refuse_unsupported
 
 F = nn.functional
@@ -187,11 +188,16 @@ def is_relu(node, modules) -> bool:
     return node.op == "call_method" and node.target == "relu"
 
 
-WEIGHTED_MODULES = (nn.Linear, nn.Conv2d, qm.LinearReLU, qm.ConvReLU2d)  # QAT modules subclass Linear / Conv2d
+# Quantized in, quantized at their own observed scale out (QAT modules subclass Linear / Conv2d).
+WEIGHTED_MODULES = (nn.Linear, nn.Conv2d, qm.LinearReLU, qm.ConvReLU2d, nn.LayerNorm)
+# Weight-only quantized modules (float in, float out), with a float-qparams weight qconfig.
+EMBEDDING_MODULES = (nn.Embedding, nn.EmbeddingBag)
 ADD_FUNCTIONS = (operator.add, corenn.add)
 MUL_FUNCTIONS = (operator.mul, corenn.mul)
 # Ops whose quantized output keeps the input's scale and zero point (PyTorch's "share qparams" ops).
-SHARED_MODULES = (nn.ReLU, nn.MaxPool2d, nn.Flatten, nn.Identity, nn.Dropout)
+SHARED_MODULES = (nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Flatten, nn.Identity, nn.Dropout)
+SHARED_FUNCTIONS = (F.relu, corenn.relu, F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, corenn.flatten,
+                    corenn.reshape, operator.getitem)
 SHARED_METHODS = ("relu", "flatten", "reshape", "view", "detach", "clone")
 # Methods and attributes a quantized tensor answers itself (their results are not tensors).
 QTENSOR_QUERIES = ("size", "dim", "numel", "shape")
@@ -207,6 +213,8 @@ def op_kind(node, modules) -> str | None:
         module = modules[node.target]
         if isinstance(module, WEIGHTED_MODULES):
             return "weighted"
+        if type(module) in EMBEDDING_MODULES:
+            return "weight_only"
         if isinstance(module, SHARED_MODULES) and node.args and is_tensor(node.args[0]):
             return "shared"
         return None
@@ -226,7 +234,7 @@ def op_kind(node, modules) -> str | None:
         bias = args[2] if len(args) > 2 else node.kwargs.get("bias")
         constant = lambda v: v is None or (isinstance(v, corenn.fx.Node) and v.op == "get_attr")  # noqa: E731
         return "functional" if constant(weight) and weight is not None and constant(bias) else None
-    if target in (F.relu, corenn.relu, F.max_pool2d, corenn.flatten, corenn.reshape, operator.getitem):
+    if target in SHARED_FUNCTIONS:
         return "shared" if args and is_tensor(args[0]) else None
     return None
 
@@ -345,6 +353,12 @@ def insert_observers(gm, function: str) -> None:
         qconfig = node.meta.get("qconfig")
         kind = op_kind(node, modules) if qconfig is not None else None
         if kind is None:
+            continue
+        if kind == "weight_only":
+            # Only a float-qparams weight qconfig quantizes an embedding (as PyTorch's backend config says)
+            weight = qconfig.weight() if qconfig.weight is not None else None
+            if getattr(weight, "qscheme", None) is per_channel_affine_float_qparams:
+                node.meta["quantize_kind"] = "weight_only"
             continue
         if kind == "shared":
             # Quantized in, quantized out with the same scale; a float input stays float (nothing to gain by
@@ -472,6 +486,19 @@ def quantized_max_pool2d(input, *args, **kwargs):
     return input._like(pooled.numpy().astype(input.dtype.numpy))
 
 
+def quantized_avg_pool2d(input, *args, **kwargs):
+    """``F.avg_pool2d`` of a quantized tensor (PyTorch's integers; scale and zero point unchanged), or a float one."""
+    return qF.avg_pool2d(input, *args, **kwargs) if isinstance(input, QTensor) else F.avg_pool2d(input, *args,
+                                                                                                   **kwargs)
+
+
+def quantized_adaptive_avg_pool2d(input, output_size):
+    """``F.adaptive_avg_pool2d`` of a quantized tensor (scale and zero point unchanged), or a float one."""
+    if isinstance(input, QTensor):
+        return qF.adaptive_avg_pool2d(input, output_size)
+    return F.adaptive_avg_pool2d(input, output_size)
+
+
 def quantized_flatten(input, start_dim: int = 0, end_dim: int = -1):
     return input.flatten(start_dim, end_dim) if isinstance(input, QTensor) else corenn.flatten(input, start_dim,
                                                                                                 end_dim)
@@ -482,6 +509,7 @@ def quantized_reshape(input, shape):
 
 
 QUANTIZED_FUNCTIONS = {F.relu: quantized_relu, corenn.relu: quantized_relu, F.max_pool2d: quantized_max_pool2d,
+                       F.avg_pool2d: quantized_avg_pool2d, F.adaptive_avg_pool2d: quantized_adaptive_avg_pool2d,
                        corenn.flatten: quantized_flatten, corenn.reshape: quantized_reshape}
 
 
@@ -495,7 +523,8 @@ def quantized_module_for(module, qconfig, observer):
     """The quantized module replacing observed float (or QAT) ``module`` whose output ``observer`` watched."""
     mapping = {nn.Linear: qm.Linear, nn.Conv2d: qm.Conv2d, qm.LinearReLU: qm.QuantizedLinearReLU,
                qm.ConvReLU2d: qm.QuantizedConvReLU2d, qm.QATLinear: qm.Linear, qm.QATConv2d: qm.Conv2d,
-               qm.QATLinearReLU: qm.QuantizedLinearReLU, qm.QATConvReLU2d: qm.QuantizedConvReLU2d}
+               qm.QATLinearReLU: qm.QuantizedLinearReLU, qm.QATConvReLU2d: qm.QuantizedConvReLU2d,
+               nn.LayerNorm: qm.LayerNorm}
     module.qconfig, module.activation_post_process = qconfig, observer
     try:
         return mapping[type(module)].from_float(module)
@@ -626,6 +655,13 @@ def convert_fx(graph_module, inplace: bool = False, convert_custom_config=None, 
             graph.erase_node(node)
             quantized.add(replacement)
             continue
+        if kind == "weight_only":
+            module = modules[node.target]
+            quantized_type = qm.Embedding if type(module) is nn.Embedding else qm.EmbeddingBag
+            module = quantized_type.from_float(module, weight_observer=node.meta["qconfig"].weight())
+            gm.set_submodule(node.target, module)
+            modules[node.target] = module
+            continue
         if kind == "shared" and node.args[0] in quantized:
             if node.op == "call_module":
                 module = modules[node.target]
@@ -633,6 +669,10 @@ def convert_fx(graph_module, inplace: bool = False, convert_custom_config=None, 
                     module = qm.ReLU()
                 elif isinstance(module, nn.MaxPool2d):
                     module = qm.MaxPool2d.from_float(module)
+                elif isinstance(module, nn.AvgPool2d):
+                    module = qm.AvgPool2d.from_float(module)
+                elif isinstance(module, nn.AdaptiveAvgPool2d):
+                    module = qm.AdaptiveAvgPool2d.from_float(module)
                 elif isinstance(module, nn.Flatten):
                     module = qm.Flatten.from_float(module)
                 else:
