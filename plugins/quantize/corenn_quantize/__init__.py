@@ -86,4 +86,4 @@ def corenn_register_names():
 
 @corenn.hookimpl
 def corenn_register_import_paths():
-    return {"corenn.ao.quantization": "corenn_quantize"}
+    return {"corenn.ao.quantization": "corenn_quantize", "corenn.ao.nn": "corenn_quantize.ao_nn"}

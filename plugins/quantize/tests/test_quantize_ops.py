@@ -348,3 +348,20 @@ def test_fx_quantizes_embeddings_with_a_float_qparams_qconfig():
     # the global x86 qconfig (int8 weights) leaves an embedding in float, as PyTorch's backend config does
     plain = convert_fx(prepare_fx(model, Q.get_default_qconfig_mapping("x86"), (indices,)))
     assert type(plain.embedding) is nn.Embedding
+
+
+def test_pytorch_import_paths_of_the_quantized_modules():
+    import corenn.ao.nn.intrinsic as nni
+    import corenn.ao.nn.qat as nnqat
+    import corenn.ao.nn.quantized as nnq
+    import corenn.ao.nn.quantized.dynamic as nnqd
+    import corenn.ao.nn.quantized.functional as qF
+    assert nnq.LayerNorm is Q.quantized.LayerNorm and nnq.Embedding is Q.quantized.Embedding
+    assert nnq.EmbeddingBag is Q.quantized.EmbeddingBag and nnq.Linear is Q.quantized.Linear
+    assert nnqd.Linear is Q.dynamic.Linear and nnqd.LSTM is Q.dynamic.LSTM
+    assert qF.avg_pool2d is Q.quantized.functional.avg_pool2d
+    assert nni.LinearReLU is Q.intrinsic.LinearReLU and nni.qat.ConvBnReLU2d is Q.intrinsic.qat.ConvBnReLU2d
+    assert nnqat.Linear is Q.qat.Linear
+    ours, theirs = both_quantized(RNG.standard_normal((1, 2, 6, 6)).astype(np.float32), 0.1, 5)
+    assert_same_quantized(qF.max_pool2d(ours, 3, 2, 1), torch.ao.nn.quantized.functional.max_pool2d(theirs, 3, 2, 1))
+    assert nnq.Embedding(10, 4).weight().dtype is corenn.quint8
