@@ -901,6 +901,9 @@ class Module:
 
     def _call_with_hooks(self, args, kwargs):
         """Order: global pre-hooks, own pre-hooks, forward, global hooks, own hooks, backward-hook setup."""
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks
+                or _global_backward_hooks or _global_backward_pre_hooks):
+            return self._call_with_global_forward_hooks(args, kwargs)
         result = None
         called_always = set()
         try:
@@ -946,6 +949,48 @@ class Module:
                     continue
                 try:
                     if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
+                        new = hook(self, args, kwargs, result)
+                    else:
+                        new = hook(self, args, result)
+                    if new is not None:
+                        result = new
+                except Exception as error:
+                    warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
+                                  f"another error was raised in forward: {error}", stacklevel=2)
+            raise
+
+    def _call_with_global_forward_hooks(self, args, kwargs):
+        """``_call_with_hooks`` when the only hooks are global forward (pre-)hooks, as a profiler's module view adds.
+
+        The same calls in the same order, without this module's own hook tables and the
+        backward-hook set-up, which cost more than the hooks themselves on every call.
+        (Handle ids never repeat, so a global hook's id is never in this module's tables.)
+        """
+        result = None
+        called_always = []
+        try:
+            for hook in tuple(_global_forward_pre_hooks.values()):
+                new = hook(self, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
+            result = self.forward(*args, **kwargs)
+            for hook_id, hook in tuple(_global_forward_hooks.items()):
+                if hook_id in _global_forward_hooks_always_called:
+                    called_always.append(hook_id)
+                if hook_id in _global_forward_hooks_with_kwargs:
+                    new = hook(self, args, kwargs, result)
+                else:
+                    new = hook(self, args, result)
+                if new is not None:
+                    result = new
+            return result
+        except Exception:
+            # always_call hooks run even when forward (or another hook) raised; the original error wins.
+            for hook_id, hook in tuple(_global_forward_hooks.items()):
+                if hook_id not in _global_forward_hooks_always_called or hook_id in called_always:
+                    continue
+                try:
+                    if hook_id in _global_forward_hooks_with_kwargs:
                         new = hook(self, args, kwargs, result)
                     else:
                         new = hook(self, args, result)

@@ -31,6 +31,7 @@ from threading import get_ident
 from time import perf_counter_ns
 
 import corenn
+from corenn import Tensor
 from corenn.nn.modules import module as module_api
 
 # Kinds of record.
@@ -397,42 +398,66 @@ class Recorder:
 
     # -- modules (global module hooks, with_modules=True) ----------------------------------------------------
     def module_pre(self, module, args):
+        # open_record and the module's path, inlined: this runs for every module call.
         if get_ident() != self.main_thread:
             return None
-        path = self.module_path(module)
-        record = self.open_record(MODULE, path)
+        if self.pending_node is not None:
+            self.resolve_pending_node()
+        module_stack = self.module_stack
+        if module_stack:
+            parent = module_stack[-1]
+            path = self.child_paths.get((parent[1], id(module)))
+            if path is None:
+                path = self.child_path(parent[0], parent[1], module)
+            module_at = parent[2]
+        else:
+            path = type(module).__name__
+            module_at = -1
         info = self.module_info.get(path)
         if info is None:
             info = self.module_info[path] = {"type": type(module).__name__, "calls": 0, "output_bytes": 0,
                                              "parameter_bytes": sum(p.numel() * p.element_size()
                                                                     for p in module.parameters())}
         info["calls"] += 1
-        self.module_stack.append((module, path, len(self.records) - 1))
+        stack = self.open
+        records = self.records
+        index = len(records)
+        record = [MODULE, path, 0, 0, stack[-1] if stack else -1, None, None, module_at, 0, 0, 0, None,
+                  self.main_thread, None, -1, -1]
+        stack.append(index)
+        records.append(record)
+        module_stack.append((module, path, index))
         record[START] = perf_counter_ns()
         return None
 
     def module_post(self, module, args, output):
+        end = perf_counter_ns()
         if get_ident() != self.main_thread:
             return None
+        module_stack = self.module_stack
         # Pop to this module: a forward that raised in a child leaves the child's entry behind.
-        while self.module_stack:
-            entry = self.module_stack.pop()
+        while module_stack:
+            entry = module_stack.pop()
             if entry[0] is module:
-                self.close_record(MODULE)
-                self.module_info[entry[1]]["output_bytes"] += tensor_bytes(output)
+                index = entry[2]
+                stack = self.open
+                if stack and stack[-1] == index:  # close_record(MODULE), inlined for the usual case
+                    stack.pop()
+                    record = self.records[index]
+                    record[END] = end
+                    self.records[index] = tuple(record)
+                else:  # ranges left open inside it (a record_function whose block raised) end with it
+                    self.close_record(MODULE)
+                self.module_info[entry[1]]["output_bytes"] += (output.nbytes if output.__class__ is Tensor
+                                                               else tensor_bytes(output))
                 break
         return None
 
-    def module_path(self, module) -> str:
-        if not self.module_stack:
-            return type(module).__name__
-        parent, parent_path, _ = self.module_stack[-1]
-        key = (parent_path, id(module))
-        path = self.child_paths.get(key)
-        if path is None:
-            name = next((child_name for child_name, child in parent.named_children() if child is module),
-                        type(module).__name__)  # called by its parent without being its child
-            path = self.child_paths[key] = f"{parent_path}.{name}"
+    def child_path(self, parent, parent_path, module) -> str:
+        """``module``'s path under ``parent`` (its attribute name there), cached for the next call."""
+        name = next((child_name for child_name, child in parent.named_children() if child is module),
+                    type(module).__name__)  # called by its parent without being its child
+        path = self.child_paths[(parent_path, id(module))] = f"{parent_path}.{name}"
         return path
 
 
