@@ -37,8 +37,9 @@ _ALIASES = {"inductor": "replay"}  # torch.compile's default name: ports keep wo
 
 
 def _replay_backend(program):
-    """The core backend: replay the captured kernels as they are (numpy kernels, no fusion)."""
-    return program.replay
+    """The core backend: replay the captured kernels, each pointwise chain as straight-line numpy code."""
+    from corenn.compiler.pointwise import numpy_backend
+    return numpy_backend(program)
 
 
 def _eager_backend(program):

@@ -645,7 +645,7 @@ class Program:
             read.add(spec[0])
         return read
 
-    def fuse(self, indices, make_kernel, name: str = "fused") -> "Program":
+    def fuse(self, indices, make_kernel, name: str | None = None) -> "Program":
         """A new program where the kernel steps ``indices`` run as one kernel, ``make_kernel(inputs, outputs)``.
 
         ``inputs`` are the slots the group reads and does not fill (in order of first use),
@@ -656,7 +656,7 @@ class Program:
         (None where ``ctx.needs_input_grad`` is False). The fused step runs where the group's
         last step ran; every step between the group's first and last must be a kernel or a load
         that reads none of the group's outputs (ValueError otherwise). The program itself is
-        not changed.
+        not changed. ``name`` is what ``graph`` calls the step (default: the kernel class's name).
         """
         steps = self.captured_steps
         group = sorted(set(indices))
@@ -707,6 +707,7 @@ class Program:
                 wanted.add(spec[0])
         outputs = [slot for slot in produced if slot in wanted]
         kernel = make_kernel(tuple(inputs), tuple(outputs))
+        name = name or kernel.__name__
         records = any(steps[index][6] is not None for index in group)
         renumber = {}  # old step index -> new, with the group's steps gone but its last one's place
         position = 0

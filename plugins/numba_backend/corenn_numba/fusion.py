@@ -34,160 +34,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from corenn.compiler.pointwise import REDUCTIONS, find_groups, formula, grad_flow, numpy_kernel, render
 from corenn.kernels import Op, detached_context
-
-MIN_GROUP = 2  # a single op gains nothing from fusion
-
-
-class Pointwise(NamedTuple):
-    """How one op reads in generated code: its value, and its inputs' adjoints given the output's ``{g}``.
-
-    Placeholders: ``{a}``, ``{b}`` (the inputs), ``{out}``, ``{g}``, ``{alpha}``, and the typed
-    constants ``{zero}``, ``{one}``, ``{two}``, ``{half}``. ``transcendental`` ops are libm calls:
-    their outputs are saved for backward rather than computed twice.
-    """
-
-    value: str
-    adjoints: tuple
-    transcendental: bool = False
-
-
-POINTWISE = {
-    "add": Pointwise("{a} + {b}", ("{g}", "{g}")),
-    "sub": Pointwise("{a} - {b}", ("{g}", "-{g}")),
-    "add_alpha": Pointwise("{a} + {alpha} * {b}", ("{g}", "{g} * {alpha}")),
-    "sub_alpha": Pointwise("{a} - {alpha} * {b}", ("{g}", "-{g} * {alpha}")),
-    "mul": Pointwise("{a} * {b}", ("{g} * {b}", "{g} * {a}")),
-    "div": Pointwise("{a} / {b}", ("{g} / {b}", "-{g} * {a} / ({b} * {b})")),
-    "neg": Pointwise("-{a}", ("-{g}",)),
-    "square": Pointwise("{a} * {a}", ("{two} * {g} * {a}",)),
-    "reciprocal": Pointwise("{one} / {a}", ("-{g} * {out} * {out}",)),
-    "relu": Pointwise("np.maximum({a}, {zero})", ("{g} if {out} > {zero} else {zero}",)),
-    "abs": Pointwise("np.abs({a})", ("{g} * np.sign({a})",)),
-    "sqrt": Pointwise("np.sqrt({a})", ("{g} / ({two} * {out})",)),
-    "rsqrt": Pointwise("{one} / np.sqrt({a})", ("{g} * -{half} * {out} * {out} * {out}",)),
-    "exp": Pointwise("np.exp({a})", ("{g} * {out}",), transcendental=True),
-    "log": Pointwise("np.log({a})", ("{g} / {a}",), transcendental=True),
-    "sin": Pointwise("np.sin({a})", ("{g} * np.cos({a})",), transcendental=True),
-    "cos": Pointwise("np.cos({a})", ("-{g} * np.sin({a})",), transcendental=True),
-    "tanh": Pointwise("np.tanh({a})", ("{g} * ({one} - {out} * {out})",), transcendental=True),
-    "sigmoid": Pointwise("{one} / ({one} + np.exp(-{a}))", ("{g} * {out} * ({one} - {out})",), transcendental=True),
-}
-REDUCTIONS = ("sum", "mean")  # over every element, closing a group
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Which steps fuse, and into which groups
-# ---------------------------------------------------------------------------------------------------------
-
-class Member(NamedTuple):
-    """A kernel step that can join a group: its operands as slots or typed constants."""
-
-    step: object          # the corenn.compiler.KernelStep
-    shape: tuple          # the shape of its array operands (a reduction's input)
-    dtype: np.dtype
-    operands: tuple       # per input: ("slot", slot), ("scalar", slot) (a 0-d array, no gradient) or ("const", float)
-    alpha: float
-
-
-def _constant(info, dtype):
-    """The float a constant input holds, when it mixes with ``dtype`` arrays without promoting them."""
-    value = info.value
-    if value.__class__ in (int, float):
-        return float(value)
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == dtype:
-        return float(value)
-    return None
-
-
-def formula(m: Member) -> Pointwise:
-    """The member's entry in POINTWISE (``add`` with ``alpha`` other than 1 has its own)."""
-    if m.alpha != 1:
-        return POINTWISE[m.step.op + "_alpha"]
-    return POINTWISE[m.step.op]
-
-
-def member(program, step) -> Member | None:
-    """``step`` as a group member, or None where it cannot fuse (op, params, dtype, shape)."""
-    if step.params_read_slots or not step.outputs or len(step.outputs) != 1:
-        return None
-    reduction = step.op in REDUCTIONS
-    if step.op not in POINTWISE and not reduction:
-        return None
-    alpha = 1.0
-    params = dict(step.params)
-    if reduction:
-        if params.pop("axes", None) is not None or params.pop("keepdim", False) or params.pop("dtype", None) is not None:
-            return None
-    elif step.op in ("add", "sub"):
-        alpha = params.pop("alpha", 1)
-        if alpha.__class__ not in (int, float):
-            return None
-        alpha = float(alpha)
-    if params:
-        return None
-    out = program.slot_info(step.outputs[0])
-    if out.dtype not in FLOATS or (reduction and out.shape != ()):
-        return None
-    shape = None
-    operands = []
-    wants = step.needs_input_grad or (False,) * len(step.inputs)
-    for slot, wanted in zip(step.inputs, wants):
-        info = program.slot_info(slot)
-        if info.shape is not None and not info.is_constant:
-            if info.dtype != out.dtype:
-                return None
-            if info.shape == () and out.shape != () and not wanted:  # `1 - y` wraps the 1 as a 0-d tensor
-                operands.append(("scalar", slot))
-                continue
-            if shape is not None and info.shape != shape:
-                return None
-            shape = info.shape
-            operands.append(("slot", slot))
-            continue
-        value = _constant(info, out.dtype)
-        if value is None:
-            return None
-        operands.append(("const", value))
-    if shape is None or (not reduction and shape != out.shape) or math.prod(shape) == 0:
-        return None
-    return Member(step, shape, out.dtype, tuple(operands), alpha)
-
-
-def find_groups(program) -> list:
-    """Lists of members, each a chain that can run as one loop: same shape and dtype, in program order.
-
-    A group ends at a reduction (its output has another shape), at a step that cannot be moved
-    over (``program.barriers()``), or when a step that stays outside reads one of its values.
-    """
-    barriers = set(program.barriers())
-    groups, current, produced = [], [], set()
-
-    def close():
-        if len(current) >= MIN_GROUP:
-            groups.append(list(current))
-        current.clear()
-        produced.clear()
-
-    for step in program.kernel_steps():
-        if current and any(b in barriers for b in range(current[-1].step.index, step.index)):
-            close()
-        m = member(program, step)
-        reads_group = any(slot in produced for slot in step.inputs)
-        if m is not None and current and (m.shape, m.dtype) == (current[0].shape, current[0].dtype) \
-                and current[-1].step.op not in REDUCTIONS:
-            current.append(m)
-            produced.update(step.outputs)
-            continue
-        if reads_group or m is not None:
-            close()
-        if m is not None:
-            current.append(m)
-            produced.update(step.outputs)
-    close()
-    return groups
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Generated code
@@ -217,14 +65,6 @@ TANH_FLOAT32 = (
 )
 
 
-def _literal(value: float) -> str:
-    if math.isnan(value):
-        return "T(np.nan)"
-    if math.isinf(value):
-        return "T(np.inf)" if value > 0 else "T(-np.inf)"
-    return f"T({value!r})"
-
-
 class Plan(NamedTuple):
     """A group turned into code: which arrays each generated function takes."""
 
@@ -246,16 +86,7 @@ def plan(members, kernel_inputs, outputs) -> Plan:
     scalar_slots = {slot for m in members for kind, slot in m.operands if kind == "scalar"}
     positions = tuple(k for k, slot in enumerate(kernel_inputs) if slot in array_slots)
     inputs = tuple(kernel_inputs[k] for k in positions)
-    needs = {}  # slot -> whether its value depends on an input whose gradient is wanted
-    for slot in inputs:
-        needs[slot] = False
-    for m in members:
-        wanted = m.step.needs_input_grad or ()
-        for (kind, slot), want in zip(m.operands, wanted):
-            if kind == "slot" and slot in inputs and want:
-                needs[slot] = True
-    for m in members:
-        needs[m.step.outputs[0]] = any(kind == "slot" and needs.get(slot) for kind, slot in m.operands)
+    needs = grad_flow(members, inputs)  # slot -> whether a gradient flows into it
     needs_grad = tuple(needs[slot] for slot in inputs)
     records = any(needs_grad)
     reduction = members[-1].step.op if members[-1].step.op in REDUCTIONS else None
@@ -263,27 +94,14 @@ def plan(members, kernel_inputs, outputs) -> Plan:
     # Values backward reads from memory: libm calls (a vectorised tanh32 is cheaper to compute again than to store).
     saved = tuple(m.step.outputs[0] for m in pointwise if records and formula(m).transcendental
                   and not (m.step.op == "tanh" and dtype == np.float32))
-    constants = {"zero": "zero", "one": "one", "two": "two", "half": "half"}
-
-    def operand(m, position):
-        kind, value = m.operands[position]
-        return _literal(value) if kind == "const" else f"v{value}"
 
     def value_of(m):
         if m.step.op == "tanh" and dtype == np.float32:
             return render("tanh32({a})", m)
         return render(formula(m).value, m)
 
-    def render(template, m, **extra):
-        names = {"a": operand(m, 0), "out": f"v{m.step.outputs[0]}", "alpha": _literal(m.alpha), **constants,
-                 **extra}
-        if len(m.operands) > 1:
-            names["b"] = operand(m, 1)
-        return template.format(**names)
-
     head = ["import numpy as np", "import numba", f"T = np.{dtype.name}", "", *(TANH_FLOAT32 if dtype == np.float32 else ()),
             ""]
-    typed = ["    zero, one, two, half = T(0), T(1), T(2), T(0.5)"]
     # -- forward --
     args = [f"in{k}" for k in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))] + \
            [f"save{k}" for k in range(len(saved))]
@@ -293,7 +111,7 @@ def plan(members, kernel_inputs, outputs) -> Plan:
     full = next(k for k, slot in enumerate(inputs) if slot not in scalar_slots)
     loads_before = [f"    v{slot} = in{k}[0]" for k, slot in enumerate(inputs) if slot in scalar_slots]
     loads = [f"        v{slot} = in{k}[i]" for k, slot in enumerate(inputs) if slot not in scalar_slots]
-    lines = [f"def forward({', '.join(args)}):", *typed, f"    n = in{full}.shape[0]", *loads_before,
+    lines = [f"def forward({', '.join(args)}):", f"    n = in{full}.shape[0]", *loads_before,
              "    for i in range(n):", *loads]
     for m in pointwise:
         lines.append(f"        v{m.step.outputs[0]} = T({value_of(m)})")
@@ -301,7 +119,7 @@ def plan(members, kernel_inputs, outputs) -> Plan:
     lines += [f"        out{outputs.index(slot)}[i] = v{slot}" for slot in pointwise_outputs]
     lines += [f"        save{k}[i] = v{slot}" for k, slot in enumerate(saved)]
     if reduction:
-        lines.append(f"        reduced[i] = {operand(members[-1], 0)}")
+        lines.append(f"        reduced[i] = v{members[-1].operands[0][1]}")
         lines += ["    acc = 0.0", "    for i in range(n):", "        acc += reduced[i]"]
         total = "acc" if reduction == "sum" else "acc / n"
         lines.append(f"    out{outputs.index(members[-1].step.outputs[0])}[0] = T({total})")
@@ -309,7 +127,7 @@ def plan(members, kernel_inputs, outputs) -> Plan:
     # -- backward --
     args = [f"in{k}" for k in range(len(inputs))] + [f"save{k}" for k in range(len(saved))] + \
            [f"gout{k}" for k in range(len(outputs))] + [f"gin{k}" for k, want in enumerate(needs_grad) if want]
-    lines = [f"def backward({', '.join(args)}):", *typed, f"    n = in{full}.shape[0]", *loads_before]
+    lines = [f"def backward({', '.join(args)}):", f"    n = in{full}.shape[0]", *loads_before]
     if reduction:
         scale = "" if reduction == "sum" else " / T(n)"
         lines.append(f"    g_reduced = gout{outputs.index(members[-1].step.outputs[0])}[0]{scale}")
@@ -322,7 +140,7 @@ def plan(members, kernel_inputs, outputs) -> Plan:
         else:
             lines.append(f"        v{slot} = T({value_of(m)})")
     adjoint_slots = [slot for slot, want in needs.items() if want]
-    lines += [f"        a{slot} = zero" for slot in adjoint_slots]
+    lines += [f"        a{slot} = T(0)" for slot in adjoint_slots]
     lines += [f"        a{slot} += gout{outputs.index(slot)}[i]" for slot in pointwise_outputs if needs[slot]]
     if reduction and members[-1].operands[0][0] == "slot" and needs.get(members[-1].operands[0][1]):
         lines.append(f"        a{members[-1].operands[0][1]} += g_reduced")
@@ -445,40 +263,27 @@ def _sample(shape, dtype, rng):
     return (rng.random(shape) + 0.5).astype(dtype)
 
 
-def choose(members, kernel, p: Plan, rng=None) -> bool:
-    """True when the fused kernel beats the kernels it replaces, forward and backward, on the captured shapes."""
+def choose(loop_kernel, chain_kernel, p: Plan, shape, dtype, rng=None) -> bool:
+    """True when the numba loop beats the core's numpy chain, forward and backward, on the captured shapes."""
     rng = rng or np.random.default_rng(0)
-    shape, dtype = members[0].shape, members[0].dtype
-    values = {slot: _sample(shape if s is None else s, dtype, rng) for slot, s in zip(p.inputs, p.shapes)}
-    records = any(p.needs_grad)
+    inputs = [None] * p.arity
+    for k, s in zip(p.positions, p.shapes):
+        inputs[k] = _sample(shape if s is None else s, dtype, rng)
+    wanted = tuple(k in p.positions and p.needs_grad[p.positions.index(k)] for k in range(p.arity))
+    records = any(wanted)
 
-    def run_kernels():
-        contexts = []
-        for m in members:
-            args = [dtype.type(v) if k == "const" else values[v] for k, v in m.operands]
-            ctx = detached_context(m.step.kernel, np, tuple(k == "slot" for k, _ in m.operands))
-            params = {"alpha": m.alpha} if m.step.op in ("add", "sub") and m.alpha != 1 else dict(m.step.params)
-            values[m.step.outputs[0]] = out = m.step.kernel.forward(ctx, *args, **params)
-            contexts.append((ctx, out))
-        if records:
-            for ctx, out in reversed(contexts):
-                ctx.backward(ctx, np.ones_like(out))
+    def timed(kernel):
+        def run():
+            ctx = detached_context(kernel, np, wanted)
+            out = kernel.forward(ctx, *inputs)
+            if records:
+                outs = (out,) if kernel.num_outputs == 1 else out
+                grads = tuple(np.ones_like(o) for o in outs)
+                ctx.backward(ctx, grads[0] if kernel.num_outputs == 1 else grads)
+        run()
+        return _best_of(run)
 
-    fused_inputs = [None] * p.arity
-    for k, slot in zip(p.positions, p.inputs):
-        fused_inputs[k] = values[slot]
-
-    def run_fused():
-        ctx = detached_context(kernel, np, tuple(k in p.positions and p.needs_grad[p.positions.index(k)]
-                                                 for k in range(p.arity)))
-        out = kernel.forward(ctx, *fused_inputs)
-        if records:
-            outs = (out,) if kernel.num_outputs == 1 else out
-            ctx.backward(ctx, outs[0] if kernel.num_outputs == 1 else tuple(np.ones_like(o) for o in outs))
-
-    run_kernels()
-    run_fused()
-    return _best_of(run_fused) < _best_of(run_kernels)
+    return timed(loop_kernel) < timed(chain_kernel)
 
 
 def vectorises(members) -> bool:
@@ -487,44 +292,29 @@ def vectorises(members) -> bool:
                m.dtype == np.float32) for m in members)
 
 
-def decide(members, kernel, p: Plan) -> bool:
-    """Fuse this group? As corenn-numba's kernel choices (``CORENN_NUMBA_CHOOSE``, docs/numba.md) say:
+def numba_backend(program):
+    """``corenn.compile(backend="numba")``: each pointwise chain as a numba loop, or as the core's numpy chain.
 
-    ``measure`` times it (:func:`choose`); ``kernel`` always fuses, ``core`` never; ``cached``, where
-    nothing may be timed while the program runs, fuses only loops that vectorise.
+    Which one, as corenn-numba's kernel choices say (``CORENN_NUMBA_CHOOSE``, docs/numba.md):
+    ``measure`` times both (:func:`choose`); ``kernel`` always takes the loop, ``core`` never;
+    ``cached``, where nothing may be timed while the program runs, takes loops that vectorise.
     """
     from corenn_numba import calibration
     mode = calibration.mode()
-    if mode == "kernel":
-        return True
-    if mode == "core":
-        return False
-    if mode == "cached":
-        return vectorises(members)
-    return choose(members, kernel, p)
-
-
-def numba_backend(program):
-    """``corenn.compile(backend="numba")``: the program with its pointwise groups fused where that is faster."""
-    from corenn_numba import calibration
-    if calibration.mode() == "core":
-        return program.replay
     for members in reversed(find_groups(program)):  # from the end: earlier steps keep their indices
-        fused_kernels = []
-
-        def build(inputs, outputs, members=members):
-            p = plan(members, inputs, outputs)
-            dtype = members[0].dtype
-            forward_loop, backward_loop = compile_plan(p, dtype)
+        def build(inputs, outputs, members=members, program=program):
+            shape, dtype = members[0].shape, members[0].dtype
             output_shapes = [program.slot_info(slot).shape for slot in outputs]
-            kernel = make_kernel(p, members[0].shape, dtype, output_shapes, forward_loop, backward_loop)
-            fused_kernels.append((kernel, p))
-            return kernel
+            chain_kernel = numpy_kernel(members, inputs, outputs, output_shapes)
+            if mode == "core" or (mode == "cached" and not vectorises(members)):
+                return chain_kernel
+            p = plan(members, inputs, outputs)
+            forward_loop, backward_loop = compile_plan(p, dtype)
+            loop_kernel = make_kernel(p, shape, dtype, output_shapes, forward_loop, backward_loop)
+            loop_kernel.__name__ = "numba_" + chain_kernel.__name__
+            if mode == "measure" and not choose(loop_kernel, chain_kernel, p, shape, dtype):
+                return chain_kernel
+            return loop_kernel
 
-        candidate = program.fuse([m.step.index for m in members], build,
-                                 name=f"numba_fused_{'_'.join(m.step.op for m in members[:3])}"
-                                      f"{'_etc' if len(members) > 3 else ''}")
-        kernel, p = fused_kernels[0]
-        if decide(members, kernel, p):
-            program = candidate
+        program = program.fuse([m.step.index for m in members], build)
     return program.replay
