@@ -172,3 +172,26 @@ def test_fuse_refuses_what_cannot_move():
     assert (first_exp.op, mul.op, sin.op) == ("exp", "mul", "sin")
     with pytest.raises(ValueError, match="independent of the group"):
         program.fuse([first_exp.index, sin.index], _affine_tanh_kernel)
+
+
+def test_replay_runs_pointwise_chains_as_numpy_code_equal_to_eager():
+    def fn(x, w):
+        y = (x * w + 1).tanh()
+        y.sum()  # a reduction nothing reads
+        z = (1 - y).relu().sigmoid()
+        return z.mean() + (y @ w.t()).sum()
+
+    x, w = corenn.randn(3, 3, requires_grad=True), corenn.randn(3, 3, requires_grad=True)
+    compiled = corenn.compile(fn)
+    expected = fn(x, w)
+    expected.backward()
+    want = [x.grad.clone(), w.grad.clone()]
+    for _ in range(2):
+        x.grad = w.grad = None
+        got = compiled(x, w)
+        assert np.array_equal(got.detach().numpy(), expected.detach().numpy())  # eager's numpy calls, in order
+        got.backward()
+        for t, g in zip((x, w), want):
+            np.testing.assert_allclose(t.grad.numpy(), g.numpy(), rtol=1e-6, atol=1e-7)
+    names = [n.target.__name__ for n in compiled.graph.nodes if n.op == "call_function"]
+    assert names[0] == "fused_mul_add_tanh_etc" and "matmul" in names

@@ -14,11 +14,12 @@ loop, forward, and one for backward:
   the saved values, and runs reverse mode per element, adjoints in registers.
 
 numba's transcendental functions are scalar libm calls, while numpy's are vectorised: on large
-arrays a fused ``tanh`` can be slower than numpy's. So each group is timed against the kernels
-it replaces, forward and backward, on arrays of the captured shapes, and fused only where it is
-faster (:func:`choose`): like the kernel overrides, this backend never makes a program slower
-by more than the noise of that measurement. ``explain()`` of the compiled function says how many
-kernels were left.
+arrays a fused ``sin`` can be slower than numpy's. So each group is timed against what the core's
+``"replay"`` makes of it (the same chain as straight-line numpy code,
+``corenn.compiler.pointwise.numpy_kernel``), forward and backward, on arrays of the captured
+shapes, and the faster one runs (:func:`choose`): like the kernel overrides, this backend never
+makes a program slower than the core by more than the noise of that measurement. The program's
+``graph`` names each fused step: ``numba_fused_...`` for a loop, ``fused_...`` for numpy code.
 
 The generated source of each group goes to a file under the plugin's cache folder, so numba's
 own cache keeps its machine code across processes.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
+import os
 import sys
 import time
 from typing import NamedTuple
@@ -89,8 +91,10 @@ def plan(members, kernel_inputs, outputs) -> Plan:
     needs = grad_flow(members, inputs)  # slot -> whether a gradient flows into it
     needs_grad = tuple(needs[slot] for slot in inputs)
     records = any(needs_grad)
-    reduction = members[-1].step.op if members[-1].step.op in REDUCTIONS else None
-    pointwise = members[:-1] if reduction else members
+    ends_in_reduction = members[-1].step.op in REDUCTIONS
+    pointwise = members[:-1] if ends_in_reduction else members
+    # a reduction whose result nothing reads is not computed
+    reduction = members[-1].step.op if ends_in_reduction and members[-1].step.outputs[0] in outputs else None
     # Values backward reads from memory: libm calls (a vectorised tanh32 is cheaper to compute again than to store).
     saved = tuple(m.step.outputs[0] for m in pointwise if records and formula(m).transcendental
                   and not (m.step.op == "tanh" and dtype == np.float32))
@@ -175,8 +179,10 @@ def compile_plan(p: Plan, dtype):
     folder = cache_dir() / "fused"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"fused_{digest}.py"
-    if not path.exists():
-        path.write_text(p.source)
+    if not path.exists():  # written whole, then renamed: another process may be loading it
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(p.source)
+        os.replace(partial, path)
     spec = importlib.util.spec_from_file_location(f"corenn_numba_fused_{digest}", path)
     module = sys.modules.get(spec.name)
     if module is None:

@@ -109,6 +109,14 @@ def test_an_intermediate_read_outside_the_chain_is_kept():
     assert _fused_kernel_count(compiled) < 9
 
 
+def test_a_reduction_nothing_reads_is_left_out():
+    def fn(x):
+        y = (x * 2).sin()
+        y.sum()  # computed, never read
+        return y
+    _check(fn, [corenn.randn(8, requires_grad=True)], rtol=1e-5, atol=1e-6)
+
+
 def test_inference_noncontiguous_and_broadcast_inputs():
     x = corenn.randn(6, 5)
     with corenn.no_grad():
