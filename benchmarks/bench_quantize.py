@@ -7,7 +7,10 @@ the ratios the issue sets targets for, the state-dict sizes, the CPU and the int
 The contenders are timed in turn, call after call (round robin), so that a neighbour's load on
 a shared machine falls on all of them alike.
 
-    python benchmarks/bench_quantize.py [--repeats 50]
+    python benchmarks/bench_quantize.py [--repeats 50] [--threads N]
+
+``--threads N`` caps every library's threads (OpenBLAS, PyTorch, numba) at N; by default each
+uses all CPUs.
 """
 from __future__ import annotations
 
@@ -15,14 +18,28 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 import warnings
 
-import corenn
-from corenn import nn
-import corenn_quantize as Q
-from corenn_quantize import kernels
+
+def _threads_from_argv() -> int | None:
+    # Thread pools read their size when the libraries load, so it is set before the imports below.
+    if "--threads" in sys.argv[:-1]:
+        threads = sys.argv[sys.argv.index("--threads") + 1]
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = threads
+        return int(threads)
+    return None
+
+
+THREADS = _threads_from_argv()
+
+import corenn  # noqa: E402
+from corenn import nn  # noqa: E402
+import corenn_quantize as Q  # noqa: E402
+from corenn_quantize import kernels  # noqa: E402
 
 
 
@@ -42,8 +59,10 @@ def interleaved_medians_ms(functions: dict, repeats: int, warmup: int = 3) -> di
         for _ in range(warmup):
             function()
     times = {name: [] for name in functions}
+    order = list(functions.items())
     for _ in range(repeats):
-        for name, function in functions.items():
+        order = order[1:] + order[:1]  # each in every place in turn: a pool left spinning slows all alike
+        for name, function in order:
             start = time.perf_counter()
             function()
             times[name].append(time.perf_counter() - start)
@@ -64,6 +83,7 @@ def serial(function):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None, help="threads of every library (default: all CPUs)")
     args = parser.parse_args()
     corenn.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10))
@@ -72,7 +92,7 @@ def main():
     try:
         import torch
         warnings.filterwarnings("ignore")
-        torch.set_num_threads(os.cpu_count())
+        torch.set_num_threads(THREADS or os.cpu_count())
         tmodel = torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
                                      torch.nn.ReLU(), torch.nn.Linear(2048, 10)).eval()
         with torch.no_grad():
@@ -83,7 +103,8 @@ def main():
     except ImportError:
         torch = None
     kernel = kernels.backend() + (" with AVX-512 VNNI" if kernels.uses_vnni() else "")
-    print(f"CPU: {cpu_name()}; int8 kernel: {kernel}; repeats: {args.repeats} (medians, round robin)")
+    print(f"CPU: {cpu_name()}; int8 kernel: {kernel}; threads: {THREADS or os.cpu_count()}; "
+          f"repeats: {args.repeats} (medians, round robin)")
     print(f"{'batch':>5} {'corenn fp32':>12} {'corenn int8':>12} {'int8 1 thread':>14} {'torch fp32':>11} "
           f"{'torch int8':>11} {'fp32/int8':>10} {'int8/torch int8':>16}")
     for batch in (1, 8, 64):

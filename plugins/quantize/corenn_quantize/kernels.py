@@ -35,8 +35,10 @@ __all__ = ["backend", "uses_vnni", "EXACT_CHUNK", "PARALLEL_MIN_MACS", "LinearWe
            "linear_requantized", "linear_dynamic", "quantize_rows_dynamic"]
 
 EXACT_CHUNK = 512  # 512 * 255 * 128 < 2**24: float32 sums of that many u8 x s8 products are exact
-# Below this many multiply-accumulates a product runs on one thread (see benchmarks/bench_quantize.py).
-PARALLEL_MIN_MACS = 1 << 22
+# Below this many multiply-accumulates a product runs on one thread. On a 2-core machine shared with
+# other work the second thread often is not free; products this large lose little when it is not
+# (benchmarks/bench_quantize.py prints the one-thread times beside the default's).
+PARALLEL_MIN_MACS = 1 << 26
 _numba_kernels = None
 _use_vnni = None
 
@@ -85,22 +87,22 @@ class LinearWeights:
                             f"{getattr(wq, 'dtype', type(wq).__name__)} {getattr(wq, 'shape', '')}")
         self.wq = np.ascontiguousarray(wq)
         self.sums = self.wq.sum(axis=1, dtype=np.int64).astype(np.int32)
-        self._vnni_packed = None
+        self._packed = None
         self._transposed_float = None
-        if uses_vnni():
-            self.vnni_packed()
-        elif backend() == "numpy":
+        if backend() == "numba":
+            self.packed()
+        else:
             self.transposed_float()
 
     @property
     def shape(self):
         return self.wq.shape
 
-    def vnni_packed(self) -> np.ndarray:
+    def packed(self) -> np.ndarray:
         """The weights as ``(ceil(N/16), ceil(K/4), 64)`` int8 blocks (``numba_kernels.pack_vnni``)."""
-        if self._vnni_packed is None:
-            self._vnni_packed = _compiled().pack_vnni(self.wq)
-        return self._vnni_packed
+        if self._packed is None:
+            self._packed = _compiled().pack_vnni(self.wq)
+        return self._packed
 
     def transposed_float(self) -> np.ndarray:
         """float32 ``wq.T``, the numpy kernels' operand."""
@@ -138,16 +140,20 @@ def _accumulate_numpy(xq: np.ndarray, wq_t_float: np.ndarray) -> np.ndarray:
     return total
 
 
-def _padded_rows(m_rows: int) -> int:
-    rows = _compiled().ROWS
-    return m_rows if m_rows < rows else -(-m_rows // rows) * rows
+def _compiled_kind(k_depth: int):
+    """``"vnni"`` or ``"portable"``: the compiled kernels for products over ``k_depth`` inputs; None for numpy's."""
+    kernels = _compiled()
+    if kernels is None or k_depth > kernels.MAX_DEPTH:  # int32 sums could overflow: numpy's exact int64 path
+        return None
+    return "vnni" if uses_vnni() else "portable"
 
 
-def _vnni_activations(xq: np.ndarray) -> np.ndarray:
+def _padded_activations(xq: np.ndarray) -> np.ndarray:
     """``xq`` with rows rounded up to whole tiles and columns to groups of four, zero padded (a copy if needed)."""
     kernels = _compiled()
     m_rows, k_depth = xq.shape
-    rows, columns = _padded_rows(m_rows), -(-k_depth // kernels.GROUP) * kernels.GROUP
+    rows = m_rows if m_rows < kernels.ROWS else -(-m_rows // kernels.ROWS) * kernels.ROWS
+    columns = -(-k_depth // kernels.GROUP) * kernels.GROUP
     if (rows, columns) == xq.shape and xq.flags.c_contiguous:
         return xq
     padded = np.zeros((rows, columns), np.uint8)
@@ -155,18 +161,13 @@ def _vnni_activations(xq: np.ndarray) -> np.ndarray:
     return padded
 
 
-def _run(xq_padded, m_rows, x_zero_point, weights, epilogue, out, requantize: bool):
-    """Run the compiled product of this process: VNNI or portable, serial or parallel by the amount of work."""
-    kernels = _compiled()
+def _run(kind: str, xq, x_zero_point, weights, epilogue, out, requantize: bool):
+    """The compiled product of this process, serial or parallel by the amount of work."""
     n_features, k_depth = weights.shape
+    m_rows = xq.shape[0]
     parallel = m_rows * n_features * k_depth >= PARALLEL_MIN_MACS
-    if uses_vnni() and k_depth <= kernels.MAX_DEPTH:
-        name = ("vnni_requantized" if requantize else "vnni_dequantized") + ("_parallel" if parallel else "")
-        getattr(kernels, name)(xq_padded, m_rows, weights.vnni_packed(), n_features, weights.sums,
-                               np.int32(x_zero_point), epilogue, out)
-    else:
-        name = ("portable_requantized" if requantize else "portable_dequantized") + ("_parallel" if parallel else "")
-        getattr(kernels, name)(np.ascontiguousarray(xq_padded[:m_rows, :k_depth]), weights.wq, weights.sums,
+    name = f"{kind}_{'requantized' if requantize else 'dequantized'}{'_parallel' if parallel else ''}"
+    getattr(_compiled(), name)(_padded_activations(xq), m_rows, weights.packed(), n_features, weights.sums,
                                np.int32(x_zero_point), epilogue, out)
     return out
 
@@ -182,12 +183,11 @@ def linear_dequantized(xq, x_zero_point: int, weights: LinearWeights, scales, bi
     float32 (N,) or None.
     """
     _check(xq, weights, scales, bias)
-    n_features = weights.shape[0]
-    if _compiled() is not None:
-        xq_padded = _vnni_activations(xq) if uses_vnni() else xq
+    n_features, k_depth = weights.shape
+    kind = _compiled_kind(k_depth)
+    if kind is not None:
         out = np.empty((xq.shape[0], n_features), dtype=np.float32)
-        return _run(xq_padded, xq.shape[0], x_zero_point, weights, (scales, _zero_bias(bias, n_features)), out,
-                    requantize=False)
+        return _run(kind, xq, x_zero_point, weights, (scales, _zero_bias(bias, n_features)), out, requantize=False)
     acc = _accumulate_numpy(xq, weights.transposed_float()) - np.int64(x_zero_point) * weights.sums.astype(np.int64)
     out = acc.astype(np.float32) * scales
     if bias is not None:
@@ -202,14 +202,14 @@ def linear_requantized(xq, x_zero_point: int, weights: LinearWeights, scales, bi
     With ``relu`` the lower clamp is the zero point, which fuses ReLU for free.
     """
     _check(xq, weights, scales, bias)
-    n_features = weights.shape[0]
+    n_features, k_depth = weights.shape
     lower = out_zero_point if relu else 0
-    if _compiled() is not None:
-        xq_padded = _vnni_activations(xq) if uses_vnni() else xq
+    kind = _compiled_kind(k_depth)
+    if kind is not None:
         out = np.empty((xq.shape[0], n_features), dtype=np.uint8)
         epilogue = (scales, _zero_bias(bias, n_features), np.float32(1.0 / out_scale), np.int32(out_zero_point),
                     np.int32(lower))
-        return _run(xq_padded, xq.shape[0], x_zero_point, weights, epilogue, out, requantize=True)
+        return _run(kind, xq, x_zero_point, weights, epilogue, out, requantize=True)
     real = linear_dequantized(xq, x_zero_point, weights, scales, bias)
     q = np.rint(real * np.float32(1.0 / out_scale)) + np.float32(out_zero_point)
     return np.clip(q, lower, 255).astype(np.uint8)
@@ -257,20 +257,24 @@ def linear_dynamic(x: np.ndarray, weights: LinearWeights, weight_scales, bias, r
     if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2:
         raise RuntimeError(f"int8 dynamic linear: expected float32 (M, K) rows, got "
                            f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}")
-    if not uses_vnni():
-        xq, x_scale, x_zero_point = quantize_rows_dynamic(x, reduce_range)
-        return linear_dequantized(xq, x_zero_point, weights, weight_scales * np.float32(x_scale), bias)
-    kernels = _compiled()
     n_features, k_depth = weights.shape
     m_rows = x.shape[0]
     if x.shape[1] != k_depth:
         raise RuntimeError(f"int8 dynamic linear: expected rows of {k_depth} features, got {x.shape[1]}")
-    quant_max = np.int32(127 if reduce_range else 255)
+    if weight_scales.dtype != np.float32 or weight_scales.shape != (n_features,):
+        raise RuntimeError(f"int8 dynamic linear: expected float32 weight scales of shape ({n_features},), got "
+                           f"{weight_scales.dtype} {weight_scales.shape}")
+    if bias is not None and (bias.dtype != np.float32 or bias.shape != (n_features,)):
+        raise RuntimeError(f"int8 dynamic linear: expected a float32 bias of shape ({n_features},), got {bias.dtype} "
+                           f"{bias.shape}")
+    kind = _compiled_kind(k_depth)
+    if kind is None:
+        xq, x_scale, x_zero_point = quantize_rows_dynamic(x, reduce_range)
+        return linear_dequantized(xq, x_zero_point, weights, weight_scales * np.float32(x_scale), bias)
     x = np.ascontiguousarray(x)
-    x_scale, x_zero_point = _dynamic_qparams_compiled(x, quant_max)
-    xq = np.empty((_padded_rows(m_rows), -(-k_depth // kernels.GROUP) * kernels.GROUP), np.uint8)
-    kernels.quantize_rows_padded(x, np.float32(1.0) / x_scale, x_zero_point, quant_max, xq)
-    scales = weight_scales * x_scale
-    _check(xq[:m_rows, :k_depth], weights, scales, bias)
-    out = np.empty((m_rows, n_features), dtype=np.float32)
-    return _run(xq, m_rows, x_zero_point, weights, (scales, _zero_bias(bias, n_features)), out, requantize=False)
+    low, high = (x.min(), x.max()) if x.size else (np.float32(0), np.float32(0))
+    # one compiled call: qparams, quantization into the padded buffer, the product (its checks included)
+    parallel = m_rows * n_features * k_depth >= PARALLEL_MIN_MACS
+    product = getattr(_compiled(), f"{kind}_dynamic{'_parallel' if parallel else ''}")
+    return product(x, low, high, np.int32(127 if reduce_range else 255), weights.packed(), n_features,
+                   weights.sums, weight_scales, _zero_bias(bias, n_features))

@@ -60,7 +60,30 @@ _i8, _i32, _i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _v16 = ir.VectorType(_i32, BLOCK)
 
 
-def _make_vnni_tile(rows: int, blocks: int):
+def _generic_dot(builder, acc, broadcast, weights):
+    """``acc + vpdpbusd(broadcast, weights)`` in plain vector IR, for any CPU.
+
+    u8 x s8 products fit in 16 bits; each pair of them summed into 32 bits is the pattern x86
+    selects ``pmaddwd`` (or ``vpdpwssd``) for, then the pairs of pairs are added.
+    """
+    bytes64, halves64 = ir.VectorType(_i8, 64), ir.VectorType(ir.IntType(16), 64)
+    wide32 = ir.VectorType(_i32, 32)
+    x = builder.zext(builder.bitcast(broadcast, bytes64), halves64)
+    w = builder.sext(builder.bitcast(weights, bytes64), halves64)
+
+    def lanes(vector, first, count, step=2):
+        mask = ir.Constant(ir.VectorType(_i32, count), [first + step * i for i in range(count)])
+        return builder.shuffle_vector(vector, ir.Constant(vector.type, ir.Undefined), mask)
+
+    def product(first):
+        return builder.mul(builder.sext(lanes(x, first, 32), wide32), builder.sext(lanes(w, first, 32), wide32))
+
+    pairs = builder.add(product(0), product(1))                     # sums of two, as pmaddwd
+    quads = builder.add(lanes(pairs, 0, 16), lanes(pairs, 1, 16))   # sums of four: one per output feature
+    return builder.add(acc, quads)
+
+
+def _make_vnni_tile(rows: int, blocks: int, prefetch: int = 0, vnni: bool = True):
     """An intrinsic: ``acc[(r * blocks + c) * 16 + j] = sum_k x[row0 + r, k] * w[block0 + c][k][j]`` over all k.
 
     ``tile(xq, x_offset, x_row_stride, packed, w_offset, w_block_stride, groups, acc)``: offsets
@@ -86,6 +109,9 @@ def _make_vnni_tile(rows: int, blocks: int):
             x_stride, w_stride, groups_i64 = as_i64(x_stride_v), as_i64(w_stride_v), as_i64(groups_v)
             dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16, [_v16, _v16, _v16]),
                                                  "llvm.x86.avx512.vpdpbusd.512")
+            prefetch_hint = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [_i8.as_pointer(), _i32, _i32, _i32]),
+                "llvm.prefetch.p0")
             zero = ir.Constant(_v16, None)
             entry = builder.basic_block
             loop = builder.append_basic_block("vnni.loop")
@@ -106,6 +132,10 @@ def _make_vnni_tile(rows: int, blocks: int):
                                      builder.mul(w_stride, ir.Constant(_i64, c)))
                 weights.append(builder.load(builder.bitcast(builder.gep(w_base, [offset]), _v16.as_pointer()),
                                             align=1))
+                if prefetch:  # a hint only: prefetching past the end cannot fault
+                    ahead = builder.gep(w_base, [builder.add(offset, ir.Constant(_i64, prefetch * BLOCK * GROUP))])
+                    builder.call(prefetch_hint, [ahead, ir.Constant(_i32, 0), ir.Constant(_i32, 3),
+                                                 ir.Constant(_i32, 1)])
             updated = []
             for r in range(rows):
                 offset = builder.add(builder.mul(group, ir.Constant(_i64, GROUP)),
@@ -114,7 +144,10 @@ def _make_vnni_tile(rows: int, blocks: int):
                 lane = builder.insert_element(ir.Constant(_v16, ir.Undefined), four_bytes, ir.Constant(_i32, 0))
                 broadcast = builder.shuffle_vector(lane, ir.Constant(_v16, ir.Undefined), ir.Constant(_v16, None))
                 for c in range(blocks):
-                    updated.append(builder.call(dot, [sums[r * blocks + c], broadcast, weights[c]]))
+                    if vnni:
+                        updated.append(builder.call(dot, [sums[r * blocks + c], broadcast, weights[c]]))
+                    else:
+                        updated.append(_generic_dot(builder, sums[r * blocks + c], broadcast, weights[c]))
             following = builder.add(group, ir.Constant(_i64, 1))
             group.add_incoming(following, loop)
             for phi, value in zip(sums, updated):
@@ -139,41 +172,48 @@ def _make_vnni_tile(rows: int, blocks: int):
 
 
 # Tiles: 4 rows x 4 blocks for products, 1 row x 8 blocks for a single row (eight independent
-# accumulators hide vpdpbusd's latency), and narrower ones for the leftovers.
+# accumulators hide the multiply-add's latency), and narrower ones for the leftovers.
 ROWS = 4
-_tile_4x4, _tile_4x1 = _make_vnni_tile(4, 4), _make_vnni_tile(4, 1)
-_tile_1x8, _tile_1x4, _tile_1x1 = _make_vnni_tile(1, 8), _make_vnni_tile(1, 4), _make_vnni_tile(1, 1)
 
 
-@numba.njit(**_options)
-def _vnni_tile(xq, row, rows, packed, block, blocks, acc):
-    groups, row_length = packed.shape[1], xq.shape[1]
-    x_offset, w_offset, w_stride = row * row_length, block * groups * BLOCK * GROUP, groups * BLOCK * GROUP
-    if rows == 4 and blocks == 4:
-        _tile_4x4(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
-    elif rows == 4:
-        _tile_4x1(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
-    elif blocks == 8:
-        _tile_1x8(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
-    elif blocks == 4:
-        _tile_1x4(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
-    else:
-        _tile_1x1(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
+def _make_tiles(vnni: bool):
+    """``tile(xq, row, rows, packed, block, blocks, acc)``: the sums of ``rows`` x ``blocks`` into ``acc``."""
+    tile_4x4, tile_4x1 = _make_vnni_tile(4, 4, vnni=vnni), _make_vnni_tile(4, 1, vnni=vnni)
+    tile_1x8, tile_1x4 = _make_vnni_tile(1, 8, 16, vnni=vnni), _make_vnni_tile(1, 4, vnni=vnni)
+    tile_1x1 = _make_vnni_tile(1, 1, vnni=vnni)
+
+    def tile(xq, row, rows, packed, block, blocks, acc):
+        groups, row_length = packed.shape[1], xq.shape[1]
+        x_offset, w_offset, w_stride = row * row_length, block * groups * BLOCK * GROUP, groups * BLOCK * GROUP
+        if rows == 4 and blocks == 4:
+            tile_4x4(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
+        elif rows == 4:
+            tile_4x1(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
+        elif blocks == 8:
+            tile_1x8(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
+        elif blocks == 4:
+            tile_1x4(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
+        else:
+            tile_1x1(xq, x_offset, row_length, packed, w_offset, w_stride, groups, acc)
+    return numba.njit(**_options)(tile)
+
+
+_vnni_tile = _make_tiles(vnni=True)        # compiled on first use: only where VNNI is
+_portable_tile = _make_tiles(vnni=False)
 
 
 # -- stores: what happens to each int32 sum ------------------------------------------------------------------------
 
-def _stores(narrow: bool):
-    """The dequantizing and the requantizing store; ``narrow`` converts the corrected sum from int32.
+def _stores():
+    """The dequantizing and the requantizing store of one int32 sum.
 
-    numba computes ``acc - x_zero_point * sums[n]`` in int64; when it fits in int32 (VNNI's
-    products are limited to ``MAX_DEPTH`` input features so that it does), converting from int32
-    gives the same float and vectorises sixteen to a register.
+    numba computes ``acc - x_zero_point * sums[n]`` in int64; it fits in int32 (products are
+    limited to ``MAX_DEPTH`` input features so that it does), and converting from int32 gives
+    the same float and vectorises sixteen to a register.
     """
     @numba.njit(inline="always", **_options)
     def corrected(acc, x_zero_point, sums, n):
-        value = acc - x_zero_point * sums[n]
-        return np.float32(np.int32(value)) if narrow else np.float32(value)
+        return np.float32(np.int32(acc - x_zero_point * sums[n]))
 
     @numba.njit(inline="always", **_options)
     def dequantized(out, m, n, acc, x_zero_point, sums, epilogue):
@@ -197,7 +237,7 @@ MAX_DEPTH = 32768
 
 # -- drivers --------------------------------------------------------------------------------------------------------
 
-def _vnni_driver(store):
+def _packed_driver(store, tile_sums):
     """``driver(xq, m_rows, packed, n_features, sums, x_zero_point, epilogue, out)`` over padded activations.
 
     ``xq`` is ``(M', 4 * ceil(K / 4))`` uint8 with ``M' >= m_rows`` rounded up to whole tiles
@@ -211,11 +251,11 @@ def _vnni_driver(store):
                 or blocks_total * BLOCK < n_features or n_features <= (blocks_total - 1) * BLOCK
                 or sums.shape[0] != n_features or out.shape[0] != m_rows or out.shape[1] != n_features
                 or groups * GROUP > MAX_DEPTH):
-            raise ValueError("int8 VNNI kernel: inconsistent shapes of activations, packed weights, sums or output, "
+            raise ValueError("int8 kernel: inconsistent shapes of activations, packed weights, sums or output, "
                              "or more than MAX_DEPTH input features")
         if xq.strides[1] != 1 or xq.strides[0] != xq.shape[1] or packed.strides[2] != 1 or \
                 packed.strides[1] != BLOCK * GROUP or packed.strides[0] != groups * BLOCK * GROUP:
-            raise ValueError("int8 VNNI kernel: activations and packed weights must be C-contiguous")
+            raise ValueError("int8 kernel: activations and packed weights must be C-contiguous")
         blocks_per_group = 8 if rows_per_tile == 1 else 4
         tiles = -(-blocks_total // blocks_per_group)
         for tile in numba.prange(tiles):
@@ -224,13 +264,13 @@ def _vnni_driver(store):
             blocks = min(blocks_per_group, blocks_total - first)
             for row in range(0, padded_rows, rows_per_tile):
                 if blocks == blocks_per_group:
-                    _vnni_tile(xq, row, rows_per_tile, packed, first, blocks, acc)
+                    tile_sums(xq, row, rows_per_tile, packed, first, blocks, acc)
                     width = blocks
                 else:  # the last, narrower tile: one block at a time
                     width = 1
                 for start in range(first, first + blocks, width):
                     if width == 1:
-                        _vnni_tile(xq, row, rows_per_tile, packed, start, 1, acc)
+                        tile_sums(xq, row, rows_per_tile, packed, start, 1, acc)
                     # a row's sums are contiguous in acc, as its outputs are in out: one loop, vectorised
                     column = start * BLOCK
                     columns = min(width * BLOCK, n_features - column)
@@ -243,52 +283,19 @@ def _vnni_driver(store):
     return driver
 
 
-def _portable_driver(store):
-    """``driver(xq, wq, sums, x_zero_point, epilogue, out)`` on plain ``(M, K)`` / ``(N, K)`` arrays."""
-    def driver(xq, wq, sums, x_zero_point, epilogue, out):
-        m_rows, k_depth = xq.shape
-        n_features = wq.shape[0]
-        if wq.shape[1] != k_depth or sums.shape[0] != n_features or out.shape[0] != m_rows or \
-                out.shape[1] != n_features:
-            raise ValueError("int8 kernel: inconsistent shapes of activations, weights, sums or output")
-        for n in numba.prange(n_features):
-            m = 0
-            while m + 4 <= m_rows:
-                a0 = a1 = a2 = a3 = np.int32(0)
-                for k in range(k_depth):
-                    w = np.int32(wq[n, k])
-                    a0 += np.int32(xq[m, k]) * w
-                    a1 += np.int32(xq[m + 1, k]) * w
-                    a2 += np.int32(xq[m + 2, k]) * w
-                    a3 += np.int32(xq[m + 3, k]) * w
-                store(out, m, n, a0, x_zero_point, sums, epilogue)
-                store(out, m + 1, n, a1, x_zero_point, sums, epilogue)
-                store(out, m + 2, n, a2, x_zero_point, sums, epilogue)
-                store(out, m + 3, n, a3, x_zero_point, sums, epilogue)
-                m += 4
-            while m < m_rows:
-                acc = np.int32(0)
-                for k in range(k_depth):
-                    acc += np.int32(xq[m, k]) * np.int32(wq[n, k])
-                store(out, m, n, acc, x_zero_point, sums, epilogue)
-                m += 1
-    return driver
+def _compile(store, tile_sums, parallel):
+    return numba.njit(parallel=parallel, **_options)(_packed_driver(store, tile_sums))
 
 
-def _compile(make_driver, store, parallel):
-    return numba.njit(parallel=parallel, **_options)(make_driver(store))
-
-
-_narrow_dequantized, _narrow_requantized = _stores(narrow=True)
-_wide_dequantized, _wide_requantized = _stores(narrow=False)
-vnni_dequantized = _compile(_vnni_driver, _narrow_dequantized, False)
-vnni_dequantized_parallel = _compile(_vnni_driver, _narrow_dequantized, True)
-vnni_requantized = _compile(_vnni_driver, _narrow_requantized, False)
-vnni_requantized_parallel = _compile(_vnni_driver, _narrow_requantized, True)
-portable_dequantized = _compile(_portable_driver, _wide_dequantized, False)
-portable_dequantized_parallel = _compile(_portable_driver, _wide_dequantized, True)
-portable_requantized = _compile(_portable_driver, _wide_requantized, False)
-portable_requantized_parallel = _compile(_portable_driver, _wide_requantized, True)
+_store_dequantized, _store_requantized = _stores()
+vnni_dequantized = _compile(_store_dequantized, _vnni_tile, False)
+vnni_dequantized_parallel = _compile(_store_dequantized, _vnni_tile, True)
+vnni_requantized = _compile(_store_requantized, _vnni_tile, False)
+vnni_requantized_parallel = _compile(_store_requantized, _vnni_tile, True)
+portable_dequantized = _compile(_store_dequantized, _portable_tile, False)
+portable_dequantized_parallel = _compile(_store_dequantized, _portable_tile, True)
+portable_requantized = _compile(_store_requantized, _portable_tile, False)
+portable_requantized_parallel = _compile(_store_requantized, _portable_tile, True)
 
 
 # -- activations ----------------------------------------------------------------------------------------------------
@@ -323,3 +330,28 @@ def quantize_rows_padded(x, inverse_scale, zero_point, quant_max, out):
             out[m, k] = np.uint8(min(max(q, np.float32(0.0)), top))
         out[m, k_depth:] = 0
     out[m_rows:] = 0
+
+
+def _dynamic_driver(product):
+    """``driver(x, low, high, quant_max, packed, n_features, sums, weight_scales, bias)`` -> float32 (M, N).
+
+    The dynamic Linear in one call: qparams from the range ``low``..``high`` of ``x``, ``x``
+    quantized into a buffer padded for ``product`` (a VNNI driver), and the product itself.
+    """
+    def driver(x, low, high, quant_max, packed, n_features, sums, weight_scales, bias):
+        m_rows = x.shape[0]
+        scale, zero_point = dynamic_qparams(low, high, quant_max)
+        rows_per_tile = ROWS if m_rows >= ROWS else 1
+        xq = np.empty((-(-m_rows // rows_per_tile) * rows_per_tile, packed.shape[1] * GROUP), np.uint8)
+        quantize_rows_padded(x, np.float32(1.0) / scale, zero_point, quant_max, xq)
+        scales = (weight_scales * scale).astype(np.float32)
+        out = np.empty((m_rows, n_features), np.float32)
+        product(xq, m_rows, packed, n_features, sums, zero_point, (scales, bias), out)
+        return out
+    return driver
+
+
+vnni_dynamic = numba.njit(**_options)(_dynamic_driver(vnni_dequantized))
+vnni_dynamic_parallel = numba.njit(**_options)(_dynamic_driver(vnni_dequantized_parallel))
+portable_dynamic = numba.njit(**_options)(_dynamic_driver(portable_dequantized))
+portable_dynamic_parallel = numba.njit(**_options)(_dynamic_driver(portable_dequantized_parallel))

@@ -14,6 +14,7 @@ from corenn_quantize import kernels
 RNG = np.random.default_rng(18)
 
 numba_kernels = pytest.importorskip("corenn_quantize.numba_kernels")
+# "portable" is the same packed layout and tiles in plain vector IR, for CPUs without VNNI.
 COMPILED = ["vnni", "portable"] if numba_kernels.VNNI else ["portable"]
 
 
@@ -99,15 +100,20 @@ def test_vnni_packing_layout():
     assert not packed[1, :, 4 * 5:].any() and not packed[:, 2, 2::4].any() and not packed[:, 2, 3::4].any()
 
 
-@pytest.mark.skipif(not numba_kernels.VNNI, reason="the host has no AVX-512 VNNI")
-def test_vnni_tile_compiles_to_vpdpbusd():
+@pytest.mark.parametrize("name", COMPILED)
+def test_tiles_compile_to_the_dot_product_instructions(name):
     import numba
-    probe = numba.njit(numba_kernels._vnni_tile.py_func)  # not cached, so that its assembly can be read
+    tile = numba_kernels._vnni_tile if name == "vnni" else numba_kernels._portable_tile
+    probe = numba.njit(tile.py_func)  # not cached, so that its assembly can be read
     xq, wq, _, _ = operands(4, 64, 16)
     packed, acc = numba_kernels.pack_vnni(wq), np.empty(16 * 4 * 4, np.int32)
     probe(xq, 0, 4, packed, 0, 4, acc)
-    assert "vpdpbusd" in probe.inspect_asm(probe.signatures[0])
-    np.testing.assert_array_equal(acc.reshape(4, 4, 16).reshape(4, 64), xq.astype(np.int32) @ wq.T.astype(np.int32))
+    np.testing.assert_array_equal(acc.reshape(4, 64), xq.astype(np.int32) @ wq.T.astype(np.int32))
+    assembly = probe.inspect_asm(probe.signatures[0])
+    if name == "vnni":
+        assert "vpdpbusd" in assembly
+    elif numba_kernels.VNNI:  # the plain IR still finds the 16-bit multiply-adds on this CPU
+        assert "vpdpwssd" in assembly or "vpmaddwd" in assembly
 
 
 def test_kernels_refuse_bad_inputs(use):
@@ -130,23 +136,20 @@ def test_kernels_refuse_bad_inputs(use):
         kernels.linear_dynamic(xq, weights, scales, bias)
     # The compiled drivers check what the wrapper passes them, whoever calls them.
     out = np.empty((4, 20), np.float32)
-    with pytest.raises(ValueError, match="inconsistent shapes"):
-        numba_kernels.portable_dequantized(xq, wq[:, :5], weights.sums, np.int32(0), (scales, bias), out)
-    if numba_kernels.VNNI:
-        packed = weights.vnni_packed()
-        padded = kernels._vnni_activations(xq)
+    packed, padded = weights.packed(), kernels._padded_activations(xq)
+    for kind in COMPILED:
+        product = getattr(numba_kernels, f"{kind}_dequantized")
         with pytest.raises(ValueError, match="inconsistent shapes"):
-            numba_kernels.vnni_dequantized(padded[:, :8], 4, packed, 20, weights.sums, np.int32(0), (scales, bias),
-                                           out)
+            product(padded[:, :8], 4, packed, 20, weights.sums, np.int32(0), (scales, bias), out)
         with pytest.raises(ValueError, match="inconsistent shapes"):
-            numba_kernels.vnni_dequantized(padded, 4, packed, 40, weights.sums, np.int32(0), (scales, bias), out)
+            product(padded, 4, packed, 40, weights.sums, np.int32(0), (scales, bias), out)
         with pytest.raises(ValueError, match="inconsistent shapes"):
-            numba_kernels.vnni_dequantized(padded[:3], 4, packed, 20, weights.sums, np.int32(0), (scales, bias),
-                                           out)
+            product(padded[:3], 4, packed, 20, weights.sums, np.int32(0), (scales, bias), out)
+        with pytest.raises(ValueError, match="inconsistent shapes"):
+            product(padded, 4, packed, 20, weights.sums[:5], np.int32(0), (scales, bias), out)
         with pytest.raises(ValueError, match="C-contiguous"):
-            wide = np.zeros((4, 24), np.uint8)
-            numba_kernels.vnni_dequantized(wide[:, ::2], 4, packed, 20, weights.sums, np.int32(0),
-                                           (scales, bias), out)
+            product(np.zeros((4, 24), np.uint8)[:, ::2], 4, packed, 20, weights.sums, np.int32(0), (scales, bias),
+                    out)
 
 
 def mlp():
