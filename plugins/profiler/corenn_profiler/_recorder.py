@@ -99,6 +99,10 @@ class Recorder:
         self.peak_bytes = 0
         self.peak_at = (0, -1)                     # (time, record index) when the peak was reached
         self.memory_samples: list[tuple[int, int]] = []  # (time, live bytes) at op boundaries where it moved
+        # Input shapes, one tuple per distinct signature: the fresh tuples of an op whose shapes were seen
+        # before are freed at once, so a long profile holds each signature once and the garbage collector,
+        # whose pace follows the objects that stay, runs as often as it would without the profile.
+        self.same_shapes = {}.setdefault
         self.handles = []
         self.start_ns = self.stop_ns = 0
         self.active = False
@@ -219,15 +223,20 @@ class Recorder:
         stack = self.open if tid == self.main_thread else self.stack_of_this_thread()
         module_stack = self.module_stack
         records = self.records
+        shapes = None
+        if self.record_shapes:
+            shapes = tuple([getattr(a, "shape", ()) for a in arrays])
+            try:
+                shapes = self.same_shapes(shapes, shapes)
+            except TypeError:  # a shape that is not a tuple: kept as it is
+                pass
         if self.profile_memory:
-            record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
-                      tuple([getattr(a, "shape", ()) for a in arrays]) if self.record_shapes else None,
+            record = [OP, op_name, 0, 0, stack[-1] if stack else -1, shapes,
                       self.python_stack() if self.with_stack else None,
                       module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid,
                       arrays, len(self.died), -1]
         else:
-            record = [OP, op_name, 0, 0, stack[-1] if stack else -1,
-                      tuple([getattr(a, "shape", ()) for a in arrays]) if self.record_shapes else None,
+            record = [OP, op_name, 0, 0, stack[-1] if stack else -1, shapes,
                       self.python_stack() if self.with_stack else None,
                       module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid, None, -1, -1]
         stack.append(len(records))
@@ -294,7 +303,11 @@ class Recorder:
         if self.profile_memory or self.record_shapes:
             grads = grad_outputs if grad_outputs.__class__ in (tuple, list) else (grad_outputs,)
             if self.record_shapes:
-                record[SHAPES] = tuple([getattr(g, "shape", ()) for g in grads])
+                shapes = tuple([getattr(g, "shape", ()) for g in grads])
+                try:
+                    record[SHAPES] = self.same_shapes(shapes, shapes)
+                except TypeError:  # a shape that is not a tuple: kept as it is
+                    record[SHAPES] = shapes
             if self.profile_memory:
                 record[INPUTS] = grads
                 record[DIED_AT_START] = len(self.died)
