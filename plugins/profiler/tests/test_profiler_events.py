@@ -42,6 +42,19 @@ def test_the_known_model_gives_its_ops_in_order_with_counts_and_shapes(net, batc
     assert linear_rows == [("[[3, 16], [16, 16], [16]]", 2), ("[[3, 32], [16, 32], [16]]", 1)]
 
 
+def test_repeated_shapes_are_kept_once_while_recording():
+    from corenn_profiler._recorder import KIND, NAME, OP, SHAPES
+    x = corenn.ones(4, 3)
+    with profile(record_shapes=True) as prof:
+        for _ in range(5):
+            x * 2
+        x * corenn.ones(3)
+    records = [r for r in prof.trace.records if r[KIND] == OP and r[NAME] == "mul"]
+    assert [r[SHAPES] for r in records] == [((4, 3), ())] * 5 + [((4, 3), (3,))]
+    assert len({id(r[SHAPES]) for r in records[:5]}) == 1  # one tuple for the five same-shaped calls
+    assert [e.input_shapes for e in prof.events()][-1] == [[4, 3], [3]]
+
+
 def test_without_record_shapes_no_shapes_are_kept(net, batch):
     prof = profiled(net, batch)
     assert all(e.input_shapes == [] for e in prof.events())
