@@ -4,8 +4,9 @@ Prints, per batch size (1, 8, 64), the median inference time of corenn fp32, cor
 (``quantize_dynamic``; also with every product on one thread, to show what the parallel
 kernels give), PyTorch fp32 and PyTorch int8 (``torch.ao.quantization.quantize_dynamic``),
 the ratios the issue sets targets for, the state-dict sizes, the CPU and the int8 kernel in use.
-The contenders are timed in turn, call after call (round robin), so that a neighbour's load on
-a shared machine falls on all of them alike.
+The contenders are timed in turn, call after call, in a new random order every round, so that
+a neighbour's load on a shared machine, and what one contender leaves in the caches, fall on
+all of them alike.
 
     python benchmarks/bench_quantize.py [--repeats 50] [--threads N]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -60,8 +62,11 @@ def interleaved_medians_ms(functions: dict, repeats: int, warmup: int = 3) -> di
             function()
     times = {name: [] for name in functions}
     order = list(functions.items())
+    shuffler = random.Random(0)
     for _ in range(repeats):
-        order = order[1:] + order[:1]  # each in every place in turn: a pool left spinning slows all alike
+        # a new order every round: a thread pool left spinning, or caches filled by the one before
+        # (fp32's 23 MB of weights evict int8's), fall on every contender alike
+        shuffler.shuffle(order)
         for name, function in order:
             start = time.perf_counter()
             function()
@@ -104,7 +109,7 @@ def main():
         torch = None
     kernel = kernels.backend() + (" with AVX-512 VNNI" if kernels.uses_vnni() else "")
     print(f"CPU: {cpu_name()}; int8 kernel: {kernel}; threads: {THREADS or os.cpu_count()}; "
-          f"repeats: {args.repeats} (medians, round robin)")
+          f"repeats: {args.repeats} (medians, shuffled rounds)")
     print(f"{'batch':>5} {'corenn fp32':>12} {'corenn int8':>12} {'int8 1 thread':>14} {'torch fp32':>11} "
           f"{'torch int8':>11} {'fp32/int8':>10} {'int8/torch int8':>16}")
     for batch in (1, 8, 64):

@@ -1,17 +1,16 @@
 """The compiled int8 kernels (imported by ``kernels`` only when numba imports; see its docstring).
 
-Two inner loops compute the same int32 sums:
+Weights are packed as ``[n / 16][k / 4][16][4]`` (``pack_vnni``), so that one 64-byte load
+holds four input features of sixteen output features, exactly what ``vpdpbusd`` multiplies
+against four activation bytes broadcast to every lane. Activations come in a buffer whose rows
+are padded to whole tiles and to groups of four with zeros (the packed weights are padded the
+same way). Two kinds of tile, written in LLVM IR, compute the same int32 sums:
 
-- **VNNI** (x86 with AVX-512 VNNI, when numba compiles for the host CPU): weights packed as
-  ``[n / 16][k / 4][16][4]`` (``pack_vnni``), so that one 64-byte load holds four input
-  features of sixteen output features, exactly what ``vpdpbusd`` multiplies against four
-  activation bytes broadcast to every lane. The tile is written in LLVM IR around the
-  ``llvm.x86.avx512.vpdpbusd.512`` intrinsic: LLVM turns numba's scalar ``u8 * s8`` loops into
+- **VNNI** (x86 with AVX-512 VNNI, when numba compiles for the host CPU): around the
+  ``llvm.x86.avx512.vpdpbusd.512`` intrinsic. LLVM turns numba's scalar ``u8 * s8`` loops into
   ``vpdpwssd`` (pairs of 16-bit products, half the work per instruction), never ``vpdpbusd``.
-  Activations are copied, once per call, into a buffer whose rows are padded to whole groups
-  of four with zeros (the packed weights are padded the same way).
-- **portable** (any CPU): the plain loop over ``(N, K)`` weights, four activation rows per
-  weight load; LLVM vectorises it for whatever the host has.
+- **portable** (any CPU): the multiply-add in plain vector IR, 16-bit products summed in pairs
+  (what x86 selects ``pmaddwd`` for) and then in fours.
 
 Each driver runs serially or in parallel over output features (``parallel`` in the name);
 ``kernels`` picks one by the amount of work. The drivers check shapes, strides and lengths
@@ -54,14 +53,14 @@ def pack_vnni(wq: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed).reshape(blocks, groups, BLOCK * GROUP)
 
 
-# -- the VNNI tile, in LLVM IR ----------------------------------------------------------------------------------------
+# -- the tiles, in LLVM IR ----------------------------------------------------------------------------------------
 
 _i8, _i32, _i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _v16 = ir.VectorType(_i32, BLOCK)
 
 
 def _generic_dot(builder, acc, broadcast, weights):
-    """``acc + vpdpbusd(broadcast, weights)`` in plain vector IR, for any CPU.
+    """``acc`` plus what ``vpdpbusd(broadcast, weights)`` adds, in plain vector IR, for any CPU.
 
     u8 x s8 products fit in 16 bits; each pair of them summed into 32 bits is the pattern x86
     selects ``pmaddwd`` (or ``vpdpwssd``) for, then the pairs of pairs are added.
@@ -83,8 +82,11 @@ def _generic_dot(builder, acc, broadcast, weights):
     return builder.add(acc, quads)
 
 
-def _make_vnni_tile(rows: int, blocks: int, prefetch: int = 0, vnni: bool = True):
+def _make_tile(rows: int, blocks: int, prefetch: int = 0, vnni: bool = True):
     """An intrinsic: ``acc[(r * blocks + c) * 16 + j] = sum_k x[row0 + r, k] * w[block0 + c][k][j]`` over all k.
+
+    ``vnni`` picks ``vpdpbusd`` or the portable multiply-add; ``prefetch`` (in groups) asks for
+    the weights that far ahead, for the single-row tile that streams them once.
 
     ``tile(xq, x_offset, x_row_stride, packed, w_offset, w_block_stride, groups, acc)``: offsets
     and strides in elements of the (uint8 / int8) arrays. The ``rows * blocks`` accumulators
@@ -107,15 +109,16 @@ def _make_vnni_tile(rows: int, blocks: int, prefetch: int = 0, vnni: bool = True
             w_base = builder.gep(data(3, packed_v), [as_i64(w_offset_v)])
             acc_base = data(7, acc_v)
             x_stride, w_stride, groups_i64 = as_i64(x_stride_v), as_i64(w_stride_v), as_i64(groups_v)
-            dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16, [_v16, _v16, _v16]),
-                                                 "llvm.x86.avx512.vpdpbusd.512")
+            if vnni:  # declared only where it is called: other targets need not know the x86 intrinsic
+                dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_v16, [_v16, _v16, _v16]),
+                                                     "llvm.x86.avx512.vpdpbusd.512")
             prefetch_hint = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [_i8.as_pointer(), _i32, _i32, _i32]),
                 "llvm.prefetch.p0")
             zero = ir.Constant(_v16, None)
             entry = builder.basic_block
-            loop = builder.append_basic_block("vnni.loop")
-            done = builder.append_basic_block("vnni.done")
+            loop = builder.append_basic_block("tile.loop")
+            done = builder.append_basic_block("tile.done")
             builder.cbranch(builder.icmp_signed(">", groups_i64, ir.Constant(_i64, 0)), loop, done)
 
             builder.position_at_end(loop)
@@ -178,9 +181,9 @@ ROWS = 4
 
 def _make_tiles(vnni: bool):
     """``tile(xq, row, rows, packed, block, blocks, acc)``: the sums of ``rows`` x ``blocks`` into ``acc``."""
-    tile_4x4, tile_4x1 = _make_vnni_tile(4, 4, vnni=vnni), _make_vnni_tile(4, 1, vnni=vnni)
-    tile_1x8, tile_1x4 = _make_vnni_tile(1, 8, 16, vnni=vnni), _make_vnni_tile(1, 4, vnni=vnni)
-    tile_1x1 = _make_vnni_tile(1, 1, vnni=vnni)
+    tile_4x4, tile_4x1 = _make_tile(4, 4, vnni=vnni), _make_tile(4, 1, vnni=vnni)
+    tile_1x8, tile_1x4 = _make_tile(1, 8, 16, vnni=vnni), _make_tile(1, 4, vnni=vnni)
+    tile_1x1 = _make_tile(1, 1, vnni=vnni)
 
     def tile(xq, row, rows, packed, block, blocks, acc):
         groups, row_length = packed.shape[1], xq.shape[1]
