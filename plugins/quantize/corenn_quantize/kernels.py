@@ -14,9 +14,11 @@ One contract, three implementations, chosen once per process:
   magnitude, so a chunk's partial sums stay below 2**24 and float32 holds them exactly:
   the result is the int32 accumulation, bit for bit.
 
-All three give the same numbers, bit for bit (the tests check it). Products with enough work
-run in parallel over output features (``PARALLEL_MIN_MACS``), smaller ones on one thread, where
-starting the thread pool would cost more than it saves.
+All three give the same numbers, bit for bit (the tests check it). Whether a compiled product
+runs on one thread or in parallel over output features is measured, per shape, while the program
+runs (``ThreadChooser``): the second thread pays only when a core is free for it, which on a small
+machine shared with other work it often is not. Products under ``PARALLEL_MIN_MACS``
+multiply-adds always run on one thread.
 
 These are functions of the plugin, not overrides of core kernels: corenn has no quantized
 op for a kernel registration to name (``corenn_register_kernels`` overrides existing core
@@ -26,19 +28,19 @@ numba loop; ``backend()`` and ``uses_vnni()`` say which run.
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
 from .qtensor import quantize_array
 
-__all__ = ["backend", "uses_vnni", "EXACT_CHUNK", "PARALLEL_MIN_MACS", "LinearWeights", "linear_dequantized",
+__all__ = ["backend", "uses_vnni", "EXACT_CHUNK", "PARALLEL_MIN_MACS", "ThreadChooser", "threads", "LinearWeights",
+           "linear_dequantized",
            "linear_requantized", "linear_dynamic", "quantize_rows_dynamic"]
 
 EXACT_CHUNK = 512  # 512 * 255 * 128 < 2**24: float32 sums of that many u8 x s8 products are exact
-# Below this many multiply-accumulates a product runs on one thread. On a 2-core machine shared with
-# other work the second thread often is not free; products this large lose little when it is not
-# (benchmarks/bench_quantize.py prints the one-thread times beside the default's).
-PARALLEL_MIN_MACS = 1 << 26
+# Below this many multiply-accumulates a product runs on one thread: starting the pool costs more.
+PARALLEL_MIN_MACS = 1 << 20
 _numba_kernels = None
 _use_vnni = None
 
@@ -71,6 +73,60 @@ def _compiled():
             except ImportError:
                 _numba_kernels = False
     return _numba_kernels or None
+
+
+class ThreadChooser:
+    """Serial or parallel, per product shape, by timing both while the program runs.
+
+    The first ``trials`` calls of a shape alternate between the serial and the parallel kernel;
+    then the one with the smaller median time runs, until ``recheck`` calls later the two are
+    timed again (the load of the machine changes). Both give the same numbers, so the choice
+    changes only the time.
+    """
+
+    def __init__(self, trials: int = 5, recheck: int = 1000):
+        self.trials, self.recheck = trials, recheck
+        self.shapes: dict = {}
+
+    def parallel(self, key) -> bool:
+        """Whether the next call of shape ``key`` runs in parallel."""
+        state = self.shapes.setdefault(key, {"serial": [], "parallel": [], "choice": None, "calls": 0})
+        if state["choice"] is None:
+            return len(state["parallel"]) < len(state["serial"])
+        state["calls"] += 1
+        if state["calls"] >= self.recheck:
+            self.shapes[key] = {"serial": [], "parallel": [], "choice": None, "calls": 0}
+        return state["choice"]
+
+    def record(self, key, parallel: bool, seconds: float) -> None:
+        state = self.shapes[key]
+        if state["choice"] is not None:
+            return
+        state["parallel" if parallel else "serial"].append(seconds)
+        if min(len(state["serial"]), len(state["parallel"])) >= self.trials:
+            state["choice"] = float(np.median(state["parallel"])) < float(np.median(state["serial"]))
+
+    def choices(self) -> dict:
+        """``{shape: True (parallel) / False (serial) / None (still timing)}``."""
+        return {key: state["choice"] for key, state in self.shapes.items()}
+
+
+threads = ThreadChooser()
+
+
+def _timed(name: str, m_rows: int, n_features: int, k_depth: int, call):
+    """``call(kernel)`` with the serial or parallel kernel ``name`` that ``threads`` picks for this shape."""
+    kernels = _compiled()
+    if m_rows * n_features * k_depth < PARALLEL_MIN_MACS:
+        return call(getattr(kernels, name))
+    # the row count in buckets (exact up to a tile, then powers of two): LSTM steps vary it call by call
+    rows = m_rows if m_rows <= kernels.ROWS else 1 << (m_rows - 1).bit_length()
+    key = (name, rows, n_features, k_depth)
+    parallel = threads.parallel(key)
+    start = time.perf_counter()
+    result = call(getattr(kernels, name + "_parallel" if parallel else name))
+    threads.record(key, parallel, time.perf_counter() - start)
+    return result
 
 
 class LinearWeights:
@@ -162,13 +218,13 @@ def _padded_activations(xq: np.ndarray) -> np.ndarray:
 
 
 def _run(kind: str, xq, x_zero_point, weights, epilogue, out, requantize: bool):
-    """The compiled product of this process, serial or parallel by the amount of work."""
+    """The compiled product of this process, on one thread or in parallel (see ``ThreadChooser``)."""
     n_features, k_depth = weights.shape
     m_rows = xq.shape[0]
-    parallel = m_rows * n_features * k_depth >= PARALLEL_MIN_MACS
-    name = f"{kind}_{'requantized' if requantize else 'dequantized'}{'_parallel' if parallel else ''}"
-    getattr(_compiled(), name)(_padded_activations(xq), m_rows, weights.packed(), n_features, weights.sums,
-                               np.int32(x_zero_point), epilogue, out)
+    padded = _padded_activations(xq)
+    _timed(f"{kind}_{'requantized' if requantize else 'dequantized'}", m_rows, n_features, k_depth,
+           lambda kernel: kernel(padded, m_rows, weights.packed(), n_features, weights.sums, np.int32(x_zero_point),
+                                 epilogue, out))
     return out
 
 
@@ -274,7 +330,7 @@ def linear_dynamic(x: np.ndarray, weights: LinearWeights, weight_scales, bias, r
     x = np.ascontiguousarray(x)
     low, high = (x.min(), x.max()) if x.size else (np.float32(0), np.float32(0))
     # one compiled call: qparams, quantization into the padded buffer, the product (its checks included)
-    parallel = m_rows * n_features * k_depth >= PARALLEL_MIN_MACS
-    product = getattr(_compiled(), f"{kind}_dynamic{'_parallel' if parallel else ''}")
-    return product(x, low, high, np.int32(127 if reduce_range else 255), weights.packed(), n_features,
-                   weights.sums, weight_scales, _zero_bias(bias, n_features))
+    quant_max, bias = np.int32(127 if reduce_range else 255), _zero_bias(bias, n_features)
+    return _timed(f"{kind}_dynamic", m_rows, n_features, k_depth,
+                  lambda kernel: kernel(x, low, high, quant_max, weights.packed(), n_features, weights.sums,
+                                        weight_scales, bias))

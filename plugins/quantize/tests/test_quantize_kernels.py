@@ -83,11 +83,29 @@ def test_compiled_dynamic_linear_equals_numpy_bit_for_bit(name, use):
 def test_serial_and_parallel_kernels_agree(name, use, monkeypatch):
     use(name)
     xq, wq, scales, bias = operands(37, 150, 301)
+    x = RNG.standard_normal((37, 301)).astype(np.float32)
     weights = kernels.LinearWeights(wq)
     monkeypatch.setattr(kernels, "PARALLEL_MIN_MACS", 1 << 62)
     serial = kernels.linear_requantized(xq, 3, weights, scales, bias, 0.02, 100)
+    serial_dynamic = kernels.linear_dynamic(x, weights, scales, bias)
     monkeypatch.setattr(kernels, "PARALLEL_MIN_MACS", 0)
-    np.testing.assert_array_equal(kernels.linear_requantized(xq, 3, weights, scales, bias, 0.02, 100), serial)
+    monkeypatch.setattr(kernels, "threads", kernels.ThreadChooser(trials=2))
+    for _ in range(6):  # timing both ways, then the chosen one
+        np.testing.assert_array_equal(kernels.linear_requantized(xq, 3, weights, scales, bias, 0.02, 100), serial)
+        np.testing.assert_array_equal(kernels.linear_dynamic(x, weights, scales, bias), serial_dynamic)
+    assert set(kernels.threads.choices().values()) <= {True, False} and len(kernels.threads.choices()) == 2
+
+
+def test_thread_chooser_times_both_then_keeps_the_faster_until_a_recheck():
+    chooser = kernels.ThreadChooser(trials=2, recheck=3)
+    seen = []
+    for seconds in (1.0, 0.5, 1.2, 0.4):      # serial, parallel, serial, parallel
+        parallel = chooser.parallel("shape")
+        seen.append(parallel)
+        chooser.record("shape", parallel, seconds)
+    assert seen == [False, True, False, True] and chooser.choices() == {"shape": True}
+    assert [chooser.parallel("shape") for _ in range(3)] == [True, True, True]
+    assert chooser.choices() == {"shape": None}  # measured again after `recheck` calls
 
 
 def test_vnni_packing_layout():
