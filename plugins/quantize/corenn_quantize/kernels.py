@@ -132,9 +132,9 @@ def _timed(name: str, m_rows: int, n_features: int, k_depth: int, call):
 class LinearWeights:
     """int8 ``(N, K)`` weights with what the kernels need: row sums and the backend's layout of them.
 
-    ``LinearWeights(wq)`` prepares the layout of the kernels this process runs (the VNNI
-    packing, or the numpy kernels' float32 transposed copy); another backend's layout is made
-    on its first use. The weights are read, never written: ``wq`` is kept as given.
+    ``LinearWeights(wq)`` prepares the layout of the kernels this process runs (the packed
+    blocks of the numba kernels, or the numpy kernels' float32 transposed copy); another
+    backend's layout is made on its first use. The weights are read, never written: ``wq`` is kept as given.
     """
 
     def __init__(self, wq: np.ndarray):

@@ -94,6 +94,11 @@ def _make_tile(rows: int, blocks: int, prefetch: int = 0, vnni: bool = True):
     """
     @intrinsic
     def tile(typingctx, xq, x_offset, x_row_stride, packed, w_offset, w_block_stride, groups, acc):
+        # Offsets count bytes of uint8 / int8 arrays: any other array type does not compile.
+        arrays = ((xq, types.uint8), (packed, types.int8), (acc, types.int32))
+        if not all(isinstance(array, types.Array) and array.dtype == dtype for array, dtype in arrays):
+            raise TypeError(f"int8 tile: expected uint8 activations, int8 packed weights and int32 sums, got "
+                            f"{xq}, {packed}, {acc}")
         signature = types.void(xq, x_offset, x_row_stride, packed, w_offset, w_block_stride, groups, acc)
 
         def codegen(context, builder, sig, args):

@@ -168,6 +168,8 @@ def test_kernels_refuse_bad_inputs(use):
         with pytest.raises(ValueError, match="C-contiguous"):
             product(np.zeros((4, 24), np.uint8)[:, ::2], 4, packed, 20, weights.sums, np.int32(0), (scales, bias),
                     out)
+        with pytest.raises(Exception, match="expected uint8 activations"):  # refused when it compiles
+            product(padded.astype(np.float32), 4, packed, 20, weights.sums, np.int32(0), (scales, bias), out)
 
 
 def mlp():
