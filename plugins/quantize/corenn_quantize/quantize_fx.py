@@ -234,9 +234,22 @@ def op_kind(node, modules) -> str | None:
         bias = args[2] if len(args) > 2 else node.kwargs.get("bias")
         constant = lambda v: v is None or (isinstance(v, corenn.fx.Node) and v.op == "get_attr")  # noqa: E731
         return "functional" if constant(weight) and weight is not None and constant(bias) else None
+    if target is F.layer_norm:
+        values = layer_norm_arguments(node)
+        constant = lambda v: v is None or (isinstance(v, corenn.fx.Node) and v.op == "get_attr")  # noqa: E731
+        literal = not isinstance(values["normalized_shape"], corenn.fx.Node) and not isinstance(values["eps"],
+                                                                                              corenn.fx.Node)
+        return "functional" if constant(values["weight"]) and constant(values["bias"]) and literal else None
     if target in SHARED_FUNCTIONS:
         return "shared" if args and is_tensor(args[0]) else None
     return None
+
+
+def layer_norm_arguments(node) -> dict:
+    """``F.layer_norm``'s arguments of ``node`` by name, defaults filled in."""
+    bound = inspect.signature(F.layer_norm).bind(*node.args, **node.kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def activation_inputs(node) -> list:
@@ -630,7 +643,16 @@ def convert_fx(graph_module, inplace: bool = False, convert_custom_config=None, 
         if kind == "functional" and inputs_quantized:
             output, observer = output_observer_of(node)
             name = f"quantized_{node.name}"
-            if node.target in (F.linear, F.conv2d):
+            if node.target is F.layer_norm:
+                values = layer_norm_arguments(node)
+                weight, bias = (None if values[key] is None else attribute(gm, values[key].target)
+                                for key in ("weight", "bias"))
+                shape = values["normalized_shape"]
+                module = qm.LayerNorm(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,), weight, bias,
+                                      *scale_zero_point(observer), eps=values["eps"],
+                                      elementwise_affine=weight is not None)
+                args = (values["input"],)
+            elif node.target in (F.linear, F.conv2d):
                 float_module = float_module_for_functional(gm, node)
                 if node.meta.get("fused_relu"):
                     fused_type = qm.LinearReLU if node.target is F.linear else qm.ConvReLU2d

@@ -365,3 +365,49 @@ def test_pytorch_import_paths_of_the_quantized_modules():
     ours, theirs = both_quantized(RNG.standard_normal((1, 2, 6, 6)).astype(np.float32), 0.1, 5)
     assert_same_quantized(qF.max_pool2d(ours, 3, 2, 1), torch.ao.nn.quantized.functional.max_pool2d(theirs, 3, 2, 1))
     assert nnq.Embedding(10, 4).weight().dtype is corenn.quint8
+
+
+def test_fx_quantizes_functional_layer_norm_as_torch_does():
+    weight = (RNG.random(12) + 0.5).astype(np.float32)
+    bias = (RNG.standard_normal(12) * 0.1).astype(np.float32)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 12)
+            self.gamma = nn.Parameter(corenn.from_numpy(weight.copy()))
+            self.beta = nn.Parameter(corenn.from_numpy(bias.copy()))
+
+        def forward(self, x):
+            return F.layer_norm(self.fc(x), (12,), self.gamma, self.beta, 1e-4)
+
+    class TorchNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 12)
+            self.gamma = torch.nn.Parameter(torch.from_numpy(weight.copy()))
+            self.beta = torch.nn.Parameter(torch.from_numpy(bias.copy()))
+
+        def forward(self, x):
+            return TF.layer_norm(self.fc(x), (12,), self.gamma, self.beta, 1e-4)
+
+    corenn.manual_seed(2)
+    ours, theirs = Net().eval(), TorchNet().eval()
+    copy_weights(ours, theirs)
+    example = RNG.standard_normal((4, 8)).astype(np.float32)
+    prepared = prepare_fx(ours, Q.get_default_qconfig_mapping("x86"), (corenn.from_numpy(example),))
+    tprepared = torch.ao.quantization.quantize_fx.prepare_fx(theirs, TQ.get_default_qconfig_mapping("x86"),
+                                                             (torch.from_numpy(example),))
+    with corenn.no_grad(), torch.no_grad():
+        for _ in range(4):
+            batch = RNG.standard_normal((16, 8)).astype(np.float32)
+            prepared(corenn.from_numpy(batch))
+            tprepared(torch.from_numpy(batch))
+    converted = convert_fx(prepared)
+    tconverted = torch.ao.quantization.quantize_fx.convert_fx(tprepared)
+    layer_norms = [m for m in converted.modules() if isinstance(m, Q.quantized.LayerNorm)]
+    assert len(layer_norms) == 1 and layer_norms[0].eps == 1e-4
+    x = RNG.standard_normal((6, 8)).astype(np.float32)
+    with corenn.no_grad(), torch.no_grad():
+        got, want = converted(corenn.from_numpy(x)).numpy(), tconverted(torch.from_numpy(x)).numpy()
+    assert np.abs(got - want).max() <= 1.01 * layer_norms[0].scale.item()
