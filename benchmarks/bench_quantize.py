@@ -114,10 +114,11 @@ def main():
           f"{'torch int8':>11} {'fp32/int8':>10} {'int8/torch int8':>16}")
     for batch in (1, 8, 64):
         x = corenn.randn(batch, 784)
-        contenders = {"fp32": lambda: model(x), "int8": lambda: int8(x), "int8 serial": serial(lambda: int8(x))}
+        contenders = {"fp32": lambda x=x: model(x), "int8": lambda x=x: int8(x),
+                      "int8 serial": serial(lambda x=x: int8(x))}
         if torch is not None:
             tx = torch.from_numpy(x.numpy())
-            contenders.update({"torch fp32": lambda: tmodel(tx), "torch int8": lambda: tint8(tx)})
+            contenders.update({"torch fp32": lambda tx=tx: tmodel(tx), "torch int8": lambda tx=tx: tint8(tx)})
         with corenn.no_grad(), (torch.no_grad() if torch is not None else corenn.no_grad()):
             ms = interleaved_medians_ms(contenders, args.repeats)
         torch_fp32, torch_int8 = ms.get("torch fp32", float("nan")), ms.get("torch int8", float("nan"))
