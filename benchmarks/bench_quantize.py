@@ -125,10 +125,10 @@ def main():
         print(f"{batch:>5} {ms['fp32']:>10.3f}ms {ms['int8']:>10.3f}ms {ms['int8 serial']:>12.3f}ms "
               f"{torch_fp32:>9.3f}ms {torch_int8:>9.3f}ms {ms['fp32'] / ms['int8']:>9.2f}x "
               f"{ms['int8'] / torch_int8:>15.2f}x")
-    chosen = kernels.threads.choices()
+    chosen = list(kernels.threads.choices().values())
     if chosen:
-        parallel = sum(1 for choice in chosen.values() if choice)
-        print(f"int8 threads, chosen by timing each product shape: parallel for {parallel} of {len(chosen)} shapes")
+        print(f"int8 threads, chosen by timing each product shape: parallel for {chosen.count(True)}, one thread "
+              f"for {chosen.count(False)}, still timing {chosen.count(None)}")
     with tempfile.TemporaryDirectory() as folder:
         corenn.save(model.state_dict(), os.path.join(folder, "fp32.safetensors"))
         corenn.save(int8.state_dict(), os.path.join(folder, "int8.safetensors"))
