@@ -318,13 +318,16 @@ class Recorder:
 
     # -- memory --------------------------------------------------------------------------------------------
     def count_allocations(self, index, record, outputs, inputs) -> None:
-        """Count the memory of ``outputs`` that is new: not an input, not a view of an input, each array once."""
+        """Count the memory of ``outputs`` that is new: not an input, not a view of an input, each array once.
+
+        A new array's bytes go to record ``index``; a Watch on the output (which keeps that memory
+        alive) tells when it is freed."""
         allocated_roots = []
         for array in outputs:
             base = getattr(array, "base", _NOT_AN_ARRAY)
             if base is _NOT_AN_ARRAY or array is None:
                 continue
-            if base is None:
+            if base is None:  # owns its memory: new unless it is an input (an in-place op)
                 root = array
                 for x in inputs:
                     if x is array:
@@ -336,21 +339,21 @@ class Recorder:
                     if hasattr(x, "nbytes") and array_root(x) is root:
                         root = None
                         break
-            # One output twice (or two views of one new array) is one allocation.
-            if root is not None and all(root is not seen for seen in allocated_roots):
+            if root is None:
+                continue
+            for seen in allocated_roots:  # one output twice (or two views of one new array) is one allocation
+                if seen is root:
+                    break
+            else:
                 allocated_roots.append(root)
-                self.watch(array, root, index, record)
-
-    def watch(self, array, root, index, record) -> None:
-        """Count ``root``'s bytes as allocated by record ``index``, until ``array`` (which keeps it alive) dies."""
-        try:
-            ref = Watch(array, self.died_append)
-        except TypeError:  # numpy scalars can't be watched: skipped
-            return
-        ref.index = index
-        ref.nbytes = root.nbytes
-        record[ALLOC] += ref.nbytes
-        self.watching.append(ref)
+                try:
+                    ref = Watch(array, self.died_append)
+                except TypeError:  # numpy scalars can't be watched: skipped
+                    continue
+                ref.index = index
+                ref.nbytes = nbytes = root.nbytes
+                record[ALLOC] += nbytes
+                self.watching.append(ref)
 
     def account_memory(self, stop_ns, died) -> dict[int, int]:
         """The live-bytes timeline, the peak and the bytes freed per record, from the marks the ops left.
