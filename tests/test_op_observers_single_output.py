@@ -1,8 +1,8 @@
-"""Ops dispatched by ``run1`` / ``run2`` while an op observer watches (``node._run_observed``).
+"""Ops dispatched by ``run1`` / ``run2`` while an op observer watches.
 
-The observed path starts from the device and kernel those fast paths already found; what
-it returns -- values, dtypes, ``grad_fn``, gradients, errors -- must be what the op returns
-with no observer.
+Those fast paths keep a single-output op and only call its kernel through the observers;
+what the op returns -- values, dtypes, ``grad_fn``, gradients, errors -- must be what it
+returns with no observer.
 """
 from __future__ import annotations
 

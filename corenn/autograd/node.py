@@ -338,8 +338,9 @@ def run(op_name: str, *inputs, **params):
 # ``run`` unrolled for the two commonest shapes of call, a tensor with an optional second
 # operand (a tensor or a Python scalar). Elementwise chains are dominated by Python
 # bookkeeping, and skipping the generic loop and its lists saves ~0.35 us of ~1.4 us per op.
-# Several outputs go through ``run``; with op observers, a single-output op goes through
-# ``_run_observed``, which starts from the device and kernel already found here.
+# Several outputs go through ``run``. With op observers a single-output op stays here and
+# only its kernel call goes through ``_observed_forward``: the idle path tests as much as
+# before (the observers, then the outputs, at two places instead of one).
 
 def run1(op_name: str, a, **params):
     """``run(op_name, a, **params)`` for one tensor input."""
@@ -351,14 +352,15 @@ def run1(op_name: str, a, **params):
         kernel = _tables[device.type][op_name]
     except KeyError:
         kernel = _dispatch.kernels.resolve(op_name, device.type)
-    if _observers or kernel.num_outputs != 1:
-        if kernel.num_outputs != 1:
-            return run(op_name, a, **params)
-        return _run_observed(op_name, kernel, device, (a,), [a._data], params)
+    if kernel.num_outputs != 1:
+        return run(op_name, a, **params)
     ctx = kernel()
     ctx.xp = device._xp
     try:
-        out = kernel.forward(ctx, a._data, **params)
+        if _observers:
+            out = _observed_forward(op_name, kernel, ctx, device, [a._data], params, (a,))
+        else:
+            out = kernel.forward(ctx, a._data, **params)
     except Exception as error:
         _restate(op_name, (a,), error)
         raise
@@ -393,14 +395,16 @@ def run2(op_name: str, a, b, **params):
         kernel = _tables[device.type][op_name]
     except KeyError:
         kernel = _dispatch.kernels.resolve(op_name, device.type)
-    if _observers or kernel.num_outputs != 1:
-        if kernel.num_outputs != 1:
-            return run(op_name, a, b, **params)
-        return _run_observed(op_name, kernel, device, (a, b), [a._data, b._data if b_is_tensor else b], params)
+    if kernel.num_outputs != 1:
+        return run(op_name, a, b, **params)
     ctx = kernel()
     ctx.xp = device._xp
     try:
-        out = kernel.forward(ctx, a._data, b._data if b_is_tensor else b, **params)
+        if _observers:
+            out = _observed_forward(op_name, kernel, ctx, device, [a._data, b._data if b_is_tensor else b], params,
+                                    (a, b))
+        else:
+            out = kernel.forward(ctx, a._data, b._data if b_is_tensor else b, **params)
     except Exception as error:
         _restate(op_name, (a, b), error)
         raise
@@ -427,44 +431,6 @@ def run2(op_name: str, a, b, **params):
     else:
         t._grad_fn = None
         t._requires_grad = False
-    return t
-
-
-def _run_observed(op_name, kernel, device, inputs, arrays, params):
-    """``run``'s single-output path while op observers watch, for ``run1`` and ``run2``.
-
-    Their inputs' device and kernel are already found; going back through ``run`` to find
-    them again was most of what an observer cost the dispatcher per op.
-    """
-    ctx = kernel()
-    ctx.xp = device._xp
-    try:
-        out = _observed_forward(op_name, kernel, ctx, device, arrays, params, inputs)
-    except Exception as error:
-        _restate(op_name, inputs, error)
-        raise
-    t = _new_tensor(_Tensor)
-    t._data = out  # _observed_forward made a 0-d numpy scalar an array
-    t._device = device
-    t._output_nr = 0
-    if (_grad_on_in_all_threads or grad_mode.enabled) and kernel.differentiable:
-        needs_grad = False
-        edges = []
-        for x in inputs:
-            if isinstance(x, _Tensor) and x._requires_grad:
-                needs_grad = True
-                fn = x._grad_fn
-                edges.append((x, -1) if fn is None else (fn, x._output_nr))
-            else:
-                edges.append(None)
-        if needs_grad:
-            ctx.next_edges = tuple(edges)
-            ctx.sequence_nr = _next_sequence_nr()
-            t._grad_fn = ctx
-            t._requires_grad = True
-            return t
-    t._grad_fn = None
-    t._requires_grad = False
     return t
 
 
