@@ -89,7 +89,9 @@ class Recorder:
         self.module_info: dict[str, dict] = {}     # path -> type, parameter bytes, calls, output bytes
         # Autograd sequence number -> its forward op's record index; written into the records at stop.
         self.forward_by_sequence_nr: dict[int, int] = {}
-        self.pending_node = None                   # (record index, node) of the last op, until it has returned
+        # The last op's node, until it has returned (its sequence_nr is set then), and the op's record index.
+        self.pending_node = None
+        self.pending_index = -1
         # Memory: a Watch per array allocated by a recorded op, kept here so that it calls back when
         # the array is freed; the callback appends it to ``died``, in the order of the frees.
         self.watching: list[Watch] = []
@@ -215,10 +217,10 @@ class Recorder:
     def op_start(self, op_name, device, arrays):
         # open_record and resolve_pending_node, inlined: this runs for every op while a profile records.
         if self.pending_node is not None:  # not held in a local: the node may be the last owner of arrays
-            index, number = self.pending_node[0], self.pending_node[1].sequence_nr
+            number = self.pending_node.sequence_nr
             self.pending_node = None
             if number:
-                self.forward_by_sequence_nr[number] = index
+                self.forward_by_sequence_nr[number] = self.pending_index
         tid = get_ident()
         stack = self.open if tid == self.main_thread else self.stack_of_this_thread()
         module_stack = self.module_stack
@@ -239,7 +241,8 @@ class Recorder:
             record = [OP, op_name, 0, 0, stack[-1] if stack else -1, shapes,
                       self.python_stack() if self.with_stack else None,
                       module_stack[-1][2] if module_stack else -1, 0, 0, 0, device.type, tid, None, -1, -1]
-        stack.append(len(records))
+        self.pending_index = index = len(records)  # op_node comes next, with this op's node
+        stack.append(index)
         records.append(record)
         if self.synchronize:
             sync = self.synchronize.get(device.type)
@@ -249,7 +252,7 @@ class Recorder:
 
     def op_node(self, op_name, node):
         # The node's sequence_nr is set once the op returns: read it at the next event.
-        self.pending_node = (len(self.records) - 1, node)
+        self.pending_node = node
 
     def op_end(self, op_name, device, out):
         if self.synchronize:
@@ -286,11 +289,10 @@ class Recorder:
         records[index] = tuple(record)  # end_record, inlined
 
     def resolve_pending_node(self) -> None:
-        index, node = self.pending_node
+        number = self.pending_node.sequence_nr
         self.pending_node = None
-        number = node.sequence_nr
         if number:
-            self.forward_by_sequence_nr[number] = index
+            self.forward_by_sequence_nr[number] = self.pending_index
 
     def backward_start(self, node, grad_outputs):
         record = self.open_record(BACKWARD, node.grad_fn_name)
