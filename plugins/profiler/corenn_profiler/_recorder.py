@@ -149,6 +149,11 @@ class Recorder:
         self.other_threads.clear()
         self.module_stack.clear()
         freed_by = self.account_memory(now, self.died[:frees]) if self.profile_memory else {}
+        if self.with_modules:
+            module_info = self.module_info
+            for record in records:
+                if record[KIND] == MODULE:
+                    module_info[record[NAME]]["calls"] += 1
         # Arrays still alive are "live at the end"; forget them: a weakref that dies before its array
         # never calls back, so their later frees cost nothing.
         self.watching.clear()
@@ -419,8 +424,11 @@ class Recorder:
         # open_record and the module's path, inlined: this runs for every module call.
         if get_ident() != self.main_thread:
             return None
-        if self.pending_node is not None:
-            self.resolve_pending_node()
+        if self.pending_node is not None:  # resolve_pending_node, inlined
+            number = self.pending_node.sequence_nr
+            self.pending_node = None
+            if number:
+                self.forward_by_sequence_nr[number] = self.pending_index
         module_stack = self.module_stack
         if module_stack:
             parent = module_stack[-1]
@@ -431,12 +439,9 @@ class Recorder:
         else:
             path = type(module).__name__
             module_at = -1
-        info = self.module_info.get(path)
-        if info is None:
-            info = self.module_info[path] = {"type": type(module).__name__, "calls": 0, "output_bytes": 0,
-                                             "parameter_bytes": sum(p.numel() * p.element_size()
-                                                                    for p in module.parameters())}
-        info["calls"] += 1
+        if path not in self.module_info:  # its calls are counted from the records at stop
+            self.module_info[path] = {"type": type(module).__name__, "calls": 0, "output_bytes": 0,
+                                      "parameter_bytes": sum(p.numel() * p.element_size() for p in module.parameters())}
         stack = self.open
         records = self.records
         index = len(records)
