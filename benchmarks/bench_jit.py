@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import platform
+import random
 import statistics
 import sys
 import time
@@ -51,10 +52,15 @@ def _median_times(fns: dict, repeats: int, warmup: int = 3) -> dict:
                 fn()
         _wait_for_plugin_compiles()
     samples = {name: [] for name in fns}
+    order = list(fns)
+    shuffle = random.Random(0).shuffle
     for _ in range(repeats):
-        for name, fn in fns.items():  # round-robin: a shared machine's load falls on all alike
+        # Round-robin, so a shared machine's load falls on all alike, in a new order each round: the
+        # variant that runs right after PyTorch pays for its intra-op threads still spinning.
+        shuffle(order)
+        for name in order:
             start = time.perf_counter()
-            fn()
+            fns[name]()
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in samples.items()}
 
