@@ -942,22 +942,25 @@ class Module:
                     result = backward_hook.setup_output_hook(result)
             return result
         except Exception:
-            # always_call hooks run even when forward (or another hook) raised; the original error wins.
-            for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
-                always = hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called
-                if not always or hook_id in called_always:
-                    continue
-                try:
-                    if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
-                        new = hook(self, args, kwargs, result)
-                    else:
-                        new = hook(self, args, result)
-                    if new is not None:
-                        result = new
-                except Exception as error:
-                    warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
-                                  f"another error was raised in forward: {error}", stacklevel=2)
+            self._run_always_called_hooks(args, kwargs, result, called_always)
             raise
+
+    def _run_always_called_hooks(self, args, kwargs, result, called_always) -> None:
+        """After forward (or a hook) raised: the ``always_call`` forward hooks not yet run; the original error wins."""
+        for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
+            always = hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called
+            if not always or hook_id in called_always:
+                continue
+            try:
+                if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
+                    new = hook(self, args, kwargs, result)
+                else:
+                    new = hook(self, args, result)
+                if new is not None:
+                    result = new
+            except Exception as error:
+                warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
+                              f"another error was raised in forward: {error}", stacklevel=3)
 
     def _call_with_global_forward_hooks(self, args, kwargs):
         """``_call_with_hooks`` when the only hooks are global forward (pre-)hooks, as a profiler's module view adds.
@@ -985,20 +988,7 @@ class Module:
                     result = new
             return result
         except Exception:
-            # always_call hooks run even when forward (or another hook) raised; the original error wins.
-            for hook_id, hook in tuple(_global_forward_hooks.items()):
-                if hook_id not in _global_forward_hooks_always_called or hook_id in called_always:
-                    continue
-                try:
-                    if hook_id in _global_forward_hooks_with_kwargs:
-                        new = hook(self, args, kwargs, result)
-                    else:
-                        new = hook(self, args, result)
-                    if new is not None:
-                        result = new
-                except Exception as error:
-                    warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
-                                  f"another error was raised in forward: {error}", stacklevel=2)
+            self._run_always_called_hooks(args, kwargs, result, called_always)
             raise
 
     def _get_backward_hooks(self):

@@ -77,6 +77,7 @@ def test_recording_moves_what_existed_out_of_the_collectors_way_and_gives_it_bac
         frozen = gc.get_freeze_count()
         with profile():
             corenn.ones(2) + 1
-        assert gc.get_freeze_count() == frozen
+        # neither frozen again nor unfrozen (frozen objects that die meanwhile leave the count, hence <=)
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
