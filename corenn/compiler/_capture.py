@@ -280,7 +280,7 @@ class Recorder:
         self.externals: dict[int, object] = {}  # id -> tensor from outside the call that a kernel read
         self.first_arrays: dict[int, object] = {}  # id(tensor) -> its array when first seen
         for t in self.inputs:
-            slot = self._new_slot(t._data)
+            self._new_slot(t._data)
             self.first_arrays[id(t)] = t._data
         self.num_inputs = len(self.inputs)
 
@@ -632,7 +632,7 @@ class Program:
         """Indices of the steps a fused group cannot span: ``backward()``, optimizer steps, writes, masks, grad loads."""
         return [index for index, step in enumerate(self.captured_steps) if step[0] not in (KERNEL, LOAD)]
 
-    def slots_read_outside(self, indices) -> set:
+    def _slots_read_outside(self, indices) -> set:
         """Slots that steps other than ``indices``, the outputs and the side effects read (what a group must keep)."""
         group = set(indices)
         read = set()
@@ -695,7 +695,7 @@ class Program:
                     input_edges.append(spec)
                 elif spec is not None and input_edges[inputs.index(slot)] is None:
                     input_edges[inputs.index(slot)] = spec
-        wanted = self.slots_read_outside(group)
+        wanted = self._slots_read_outside(group)
         for index, step in enumerate(steps):
             if index not in members:
                 for spec in _edge_specs(step):

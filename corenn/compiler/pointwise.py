@@ -10,6 +10,7 @@ of each op side by side, as in ``corenn/ops``.
 from __future__ import annotations
 
 import math
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -220,12 +221,12 @@ def render(template: str, m: Member, **names) -> str:
 # The core's fusion: straight-line numpy code per chain ("replay")
 # ---------------------------------------------------------------------------------------------------------
 
-def numpy_source(members, kernel_inputs, outputs) -> tuple[str, tuple]:
+def numpy_source(members, kernel_inputs, outputs) -> str:
     """The source of ``forward(*inputs) -> (outputs, saved)`` and ``backward(*saved, *grads) -> grads``.
 
     Forward makes the same numpy calls as the kernels it replaces, in the same order, so its
     values are eager's bit for bit; backward applies each op's adjoint, summing where a value
-    feeds several ops, as the engine would. Returns the source and the saved variables' names.
+    feeds several ops, as the engine would.
     """
     needs = grad_flow(members, kernel_inputs)
     shape = members[0].shape
@@ -260,7 +261,7 @@ def numpy_source(members, kernel_inputs, outputs) -> tuple[str, tuple]:
             if kind == "slot" and needs.get(slot):
                 add(slot, render(formula(m).adjoints_on(True)[position], m, g=f"a{out}"), body)
     results = [f"a{slot}" if needs.get(slot) and slot in adjoint else "None" for slot in kernel_inputs]
-    used = sorted({int(name) for line in body for name in _variables(line)}, key=lambda s: s)
+    used = sorted({int(slot) for line in body for slot in re.findall(r"\bv(\d+)\b", line)})
     saved = tuple(f"v{slot}" for slot in used)
     grads = [f"gout{k}" for k in range(len(outputs))]
     backward = [f"def backward({', '.join(list(saved) + grads)}):", *body,
@@ -274,19 +275,14 @@ def numpy_source(members, kernel_inputs, outputs) -> tuple[str, tuple]:
         forward.append(f"    v{members[-1].step.outputs[0]} = v{members[-1].operands[0][1]}.{reduction}()")
     forward.append(f"    return ({''.join(f'v{slot}, ' for slot in outputs)}), "
                    f"({''.join(f'{name}, ' for name in saved)})")
-    return "\n".join(forward + [""] + backward) + "\n", saved
-
-
-def _variables(line: str):
-    import re
-    return re.findall(r"\bv(\d+)\b", line)
+    return "\n".join(forward + [""] + backward) + "\n"
 
 
 def numpy_kernel(members, kernel_inputs, outputs, output_shapes) -> type:
     """A kernel (``corenn.kernels.Op``) running :func:`numpy_source`'s code for one chain."""
     from corenn.autograd.node import Op
     dtype = members[0].dtype
-    source, _ = numpy_source(members, kernel_inputs, outputs)
+    source = numpy_source(members, kernel_inputs, outputs)
     namespace = {"np": np, "T": dtype.type}
     exec(compile(source, f"<corenn.compile fused chain: {', '.join(m.step.op for m in members)}>", "exec"),
          namespace)

@@ -285,8 +285,12 @@ class Cumsum(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        xp = ctx.xp
-        return xp.flip(xp.cumsum(xp.flip(grad, ctx.axis), axis=ctx.axis), ctx.axis)
+        return _reversed_cumsum(ctx.xp, grad, ctx.axis)
+
+
+def _reversed_cumsum(xp, x, axis):
+    """Sums from each position to the end along ``axis``: what a cumulative sum's backward needs."""
+    return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis)
 
 
 @kernel("cumprod", "CumprodBackward0")
@@ -304,7 +308,7 @@ class Cumprod(Op):
         xp = ctx.xp
         axis = ctx.axis
         if (a != 0).all().item():
-            return xp.flip(xp.cumsum(xp.flip(grad * out, axis), axis=axis), axis) / a
+            return _reversed_cumsum(xp, grad * out, axis) / a
         # Zeros present: grad_i = sum_{j>=i} grad_j * prod_{k<=j, k!=i} a_k, computed per position.
         moved_a, moved_grad = xp.moveaxis(a, axis, -1), xp.moveaxis(grad, axis, -1)
         n = moved_a.shape[-1]

@@ -720,19 +720,10 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
         >>> corenn.trapezoid(corenn.tensor([1.0, 2.0, 3.0]))
         tensor(4.)
     """
-    if not isinstance(y, Tensor):
-        raise not_tensors(y=y)
-    if x is not None and dx is not None:
-        raise RuntimeError(named("trapezoid: received both x and dx, but only one of them may be given"))
-    if y.ndim == 0:
-        raise IndexError(named(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})"))
-    axis = _normalize_dim(dim, y.ndim)
-    length = y.shape[axis]
-    if length == 0:
+    axis, doubled_areas = _doubled_trapezoids("trapezoid", y, x, dx, dim)
+    if doubled_areas is None:
         return _sum(y, axis)
-    widths = _spacing(y, x, dx, axis, "trapezoid")
-    heights = narrow(y, axis, 1, length - 1) + narrow(y, axis, 0, length - 1)
-    return _sum(heights * widths, axis) / 2
+    return _sum(doubled_areas, axis) / 2
 
 
 def trapz(y, x=None, *, dx=None, dim=-1):
@@ -743,19 +734,31 @@ def trapz(y, x=None, *, dx=None, dim=-1):
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """The running trapezoidal integral of ``y`` along ``dim``: one element fewer than ``y`` there."""
     from corenn.ops.reduce import cumsum
+    axis, doubled_areas = _doubled_trapezoids("cumulative_trapezoid", y, x, dx, dim)
+    if doubled_areas is None:
+        return y.clone()
+    return cumsum(doubled_areas / 2, axis)
+
+
+def _doubled_trapezoids(name, y, x, dx, dim):
+    """``(axis, areas)``: twice the area of each trapezoid between neighbouring samples of ``y`` along ``dim``.
+
+    ``areas`` is None when ``y`` has no samples there. Halving is left to the caller, which
+    halves the sum (``trapezoid``) or each area (``cumulative_trapezoid``), as PyTorch does.
+    """
     if not isinstance(y, Tensor):
         raise not_tensors(y=y)
     if x is not None and dx is not None:
-        raise RuntimeError(named("cumulative_trapezoid: received both x and dx, but only one of them may be given"))
+        raise RuntimeError(named(f"{name}: received both x and dx, but only one of them may be given"))
     if y.ndim == 0:
         raise IndexError(named(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})"))
     axis = _normalize_dim(dim, y.ndim)
     length = y.shape[axis]
     if length == 0:
-        return y.clone()
-    widths = _spacing(y, x, dx, axis, "cumulative_trapezoid")
+        return axis, None
+    widths = _spacing(y, x, dx, axis, name)
     heights = narrow(y, axis, 1, length - 1) + narrow(y, axis, 0, length - 1)
-    return cumsum(heights * widths / 2, axis)
+    return axis, heights * widths
 
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
