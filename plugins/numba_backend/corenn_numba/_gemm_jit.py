@@ -58,6 +58,91 @@ def nr(dtype) -> int:
     return VECTORS_PER_ROW * VECTOR_BYTES // np.dtype(dtype).itemsize
 
 
+def _check_float_arrays(floats, others=()):
+    """The microkernels' typing: contiguous 1-d arrays, the float ones of one dtype (float32 or float64)."""
+    if not all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" for a in floats + others):
+        raise TypingError("microkernel takes contiguous 1-d arrays")
+    if len({a.dtype for a in floats}) != 1 or floats[0].dtype not in (types.float32, types.float64):
+        raise TypingError("microkernel takes float32 or float64 arrays of one dtype")
+    if any(a.dtype != types.int64 for a in others):
+        raise TypingError("microkernel's index arrays must be int64")
+
+
+def _check_integers(*values):
+    if not all(isinstance(v, types.Integer) for v in values):
+        raise TypingError("microkernel's offsets, counts and strides must be integers")
+
+
+class _Kernel:
+    """What both microkernels generate: the tile's accumulation as LLVM IR, for one float dtype."""
+
+    def __init__(self, context, builder, float_dtype):
+        self.builder = builder
+        self.float_type = ir.FloatType() if float_dtype == types.float32 else ir.DoubleType()
+        self.item = 4 if float_dtype == types.float32 else 8
+        self.lanes = VECTOR_BYTES // self.item
+        self.vector = ir.VectorType(self.float_type, self.lanes)
+        self.index = ir.IntType(64)
+        self.suffix = f"v{self.lanes}{'f32' if self.item == 4 else 'f64'}"
+
+    def const(self, k):
+        return ir.Constant(self.index, k)
+
+    def as_index(self, value):
+        return self.builder.sext(value, self.index) if value.type.width < 64 else value
+
+    def vector_at(self, base, offset):
+        return self.builder.bitcast(self.builder.gep(base, [offset]), self.vector.as_pointer())
+
+    def splat(self, scalar, vector_type=None):
+        vector_type = vector_type or self.vector
+        lanes = vector_type.count
+        single = self.builder.insert_element(ir.Constant(vector_type, ir.Undefined), scalar,
+                                             ir.Constant(ir.IntType(32), 0))
+        return self.builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+    def accumulate(self, a_ptr, b_ptr, rows_ptr, b_start, depth):
+        """The MR x NR tile of A @ B as ``MR * VECTORS_PER_ROW`` vector values (row-major), see ``microkernel``."""
+        builder, const = self.builder, self.const
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(self.vector, [self.vector] * 3),
+                                             f"llvm.fma.{self.suffix}")
+        zero = ir.Constant(self.vector, [0.0] * self.lanes)
+        entry = builder.block
+        loop = builder.append_basic_block("depth_loop")
+        done = builder.append_basic_block("depth_done")
+        builder.cbranch(builder.icmp_signed(">", depth, const(0)), loop, done)
+
+        # One iteration per step p of the shared dimension; the accumulators are loop-carried values.
+        builder.position_at_end(loop)
+        p = builder.phi(self.index)
+        p.add_incoming(const(0), entry)
+        accumulators = [builder.phi(self.vector) for _ in range(MR * VECTORS_PER_ROW)]
+        for phi in accumulators:
+            phi.add_incoming(zero, entry)
+        b_row = builder.add(b_start, builder.load(builder.gep(rows_ptr, [p])))
+        b_vectors = [builder.load(self.vector_at(b_ptr, builder.add(b_row, const(v * self.lanes))), align=self.item)
+                     for v in range(VECTORS_PER_ROW)]
+        a_column = builder.mul(p, const(MR))
+        updated = []
+        for i in range(MR):
+            broadcast = self.splat(builder.load(builder.gep(a_ptr, [builder.add(a_column, const(i))])))
+            for v in range(VECTORS_PER_ROW):
+                updated.append(builder.call(fma, [broadcast, b_vectors[v], accumulators[i * VECTORS_PER_ROW + v]]))
+        p_next = builder.add(p, const(1))
+        p.add_incoming(p_next, loop)
+        for phi, value in zip(accumulators, updated):
+            phi.add_incoming(value, loop)
+        builder.cbranch(builder.icmp_signed("<", p_next, depth), loop, done)
+
+        builder.position_at_end(done)
+        results = [builder.phi(self.vector) for _ in range(MR * VECTORS_PER_ROW)]  # LLVM wants every phi first
+        for k, result in enumerate(results):
+            result.add_incoming(zero, entry)
+            result.add_incoming(updated[k], loop)
+        return results
+
+
 @intrinsic
 def microkernel(typingctx, a_panel, b_data, b_rows, b_start, tile, depth):
     """``tile`` (MR*NR, row-major) = A (MR x depth) @ B (depth x NR).
@@ -69,77 +154,83 @@ def microkernel(typingctx, a_panel, b_data, b_rows, b_start, tile, depth):
     arrays share one dtype (float32 or float64) and are contiguous and 1-d; the caller
     guarantees that every row read lies inside ``b_data``.
     """
-    floats = (a_panel, b_data, tile)
-    if not all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" for a in floats + (b_rows,)):
-        raise TypingError("microkernel takes contiguous 1-d arrays")
-    if len({a.dtype for a in floats}) != 1 or a_panel.dtype not in (types.float32, types.float64):
-        raise TypingError("microkernel takes float32 or float64 arrays of one dtype")
-    if b_rows.dtype != types.int64 or not isinstance(b_start, types.Integer) or not isinstance(depth, types.Integer):
-        raise TypingError("microkernel's b_rows must be int64 and b_start, depth integers")
-    float_type = ir.FloatType() if a_panel.dtype == types.float32 else ir.DoubleType()
-    lanes = VECTOR_BYTES // (4 if a_panel.dtype == types.float32 else 8)
+    _check_float_arrays((a_panel, b_data, tile), (b_rows,))
+    _check_integers(b_start, depth)
 
     def codegen(context, builder, signature, args):
+        kernel = _Kernel(context, builder, signature.args[0].dtype)
         a_ptr, b_ptr, rows_ptr, tile_ptr = (context.make_array(signature.args[k])(context, builder, args[k]).data
                                             for k in (0, 1, 2, 4))
-        index = ir.IntType(64)
-
-        def as_index(value):
-            return builder.sext(value, index) if value.type.width < 64 else value
-
-        b_start_value, depth_value = as_index(args[3]), as_index(args[5])
-        vector = ir.VectorType(float_type, lanes)
-        vector_ptr = vector.as_pointer()
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                             f"llvm.fma.v{lanes}{'f32' if lanes * 4 == VECTOR_BYTES else 'f64'}")
-        zero = ir.Constant(vector, [0.0] * lanes)
-        splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-
-        def const(k):
-            return ir.Constant(index, k)
-
-        def vector_at(base, offset):
-            return builder.bitcast(builder.gep(base, [offset]), vector_ptr)
-
-        entry = builder.block
-        loop = builder.append_basic_block("depth_loop")
-        done = builder.append_basic_block("depth_done")
-        builder.cbranch(builder.icmp_signed(">", depth_value, const(0)), loop, done)
-
-        # One iteration per step p of the shared dimension; the accumulators are loop-carried values.
-        builder.position_at_end(loop)
-        p = builder.phi(index)
-        p.add_incoming(const(0), entry)
-        accumulators = [builder.phi(vector) for _ in range(MR * VECTORS_PER_ROW)]
-        for phi in accumulators:
-            phi.add_incoming(zero, entry)
-        b_row = builder.add(b_start_value, builder.load(builder.gep(rows_ptr, [p])))
-        b_vectors = [builder.load(vector_at(b_ptr, builder.add(b_row, const(v * lanes))), align=4)
-                     for v in range(VECTORS_PER_ROW)]
-        a_column = builder.mul(p, const(MR))
-        updated = []
-        for i in range(MR):
-            scalar = builder.load(builder.gep(a_ptr, [builder.add(a_column, const(i))]))
-            broadcast = builder.shuffle_vector(
-                builder.insert_element(ir.Constant(vector, ir.Undefined), scalar, ir.Constant(ir.IntType(32), 0)),
-                ir.Constant(vector, ir.Undefined), splat_mask)
-            for v in range(VECTORS_PER_ROW):
-                updated.append(builder.call(fma, [broadcast, b_vectors[v], accumulators[i * VECTORS_PER_ROW + v]]))
-        p_next = builder.add(p, const(1))
-        p.add_incoming(p_next, loop)
-        for phi, value in zip(accumulators, updated):
-            phi.add_incoming(value, loop)
-        builder.cbranch(builder.icmp_signed("<", p_next, depth_value), loop, done)
-
-        builder.position_at_end(done)
-        results = [builder.phi(vector) for _ in range(MR * VECTORS_PER_ROW)]  # LLVM wants every phi first
+        results = kernel.accumulate(a_ptr, b_ptr, rows_ptr, kernel.as_index(args[3]), kernel.as_index(args[5]))
         for k, result in enumerate(results):
-            result.add_incoming(zero, entry)
-            result.add_incoming(updated[k], loop)
-            builder.store(result, vector_at(tile_ptr, const(k * lanes)), align=4)
+            builder.store(result, kernel.vector_at(tile_ptr, kernel.const(k * kernel.lanes)), align=kernel.item)
         return context.get_dummy_value()
 
     return types.void(a_panel, b_data, b_rows, b_start, tile, depth), codegen
+
+
+@intrinsic
+def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs,
+                      run_count, row_bias):
+    """``microkernel``'s tile plus ``row_bias[i]`` on each row i, stored straight into ``out`` in runs of columns.
+
+    Tile row i (for i < ``rows``) goes to ``out[out_start + i*row_stride + ...]``, one run k at a
+    time: tile columns ``runs[3k] .. runs[3k] + runs[3k+2]`` to the ``runs[3k+2]`` elements from
+    offset ``runs[3k+1]``. Each run is one masked vector store per register, so a tile that
+    covers the end of one output row and the start of the next (an implicit-GEMM convolution's
+    grid) is stored without a round trip through memory. ``row_bias`` holds MR values.
+    The caller guarantees that every run lies inside ``out`` and inside the tile.
+    """
+    _check_float_arrays((a_panel, b_data, out, row_bias), (b_rows, runs))
+    _check_integers(b_start, depth, out_start, row_stride, rows, run_count)
+
+    def codegen(context, builder, signature, args):
+        kernel = _Kernel(context, builder, signature.args[0].dtype)
+        a_ptr, b_ptr, rows_ptr, out_ptr, runs_ptr, bias_ptr = (
+            context.make_array(signature.args[k])(context, builder, args[k]).data for k in (0, 1, 2, 5, 9, 11))
+        b_start_value, depth_value, out_start_value, stride_value, rows_value, run_count_value = (
+            kernel.as_index(args[k]) for k in (3, 4, 6, 7, 8, 10))
+        results = kernel.accumulate(a_ptr, b_ptr, rows_ptr, b_start_value, depth_value)
+        const, lanes = kernel.const, kernel.lanes
+        biased = [[builder.fadd(results[i * VECTORS_PER_ROW + v],
+                                kernel.splat(builder.load(builder.gep(bias_ptr, [const(i)]))))
+                   for v in range(VECTORS_PER_ROW)] for i in range(MR)]
+        mask_type = ir.VectorType(ir.IntType(1), lanes)
+        lane_type = ir.VectorType(ir.IntType(64), lanes)
+        store = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [kernel.vector, kernel.vector.as_pointer(), ir.IntType(32),
+                                                            mask_type]), f"llvm.masked.store.{kernel.suffix}.p0")
+        columns = [ir.Constant(lane_type, [v * lanes + k for k in range(lanes)]) for v in range(VECTORS_PER_ROW)]
+        row_wanted = [kernel.splat(builder.icmp_signed("<", const(i), rows_value), mask_type) for i in range(MR)]
+
+        # One iteration per run: the masks pick its tile columns, the base pointer shifts them onto its output.
+        entry = builder.block
+        loop = builder.append_basic_block("run_loop")
+        done = builder.append_basic_block("runs_done")
+        builder.cbranch(builder.icmp_signed(">", run_count_value, const(0)), loop, done)
+        builder.position_at_end(loop)
+        k = builder.phi(kernel.index)
+        k.add_incoming(const(0), entry)
+        first, offset, length = (builder.load(builder.gep(runs_ptr, [builder.add(builder.mul(k, const(3)), const(f))]))
+                                 for f in range(3))
+        first_lanes = kernel.splat(first, lane_type)
+        end_lanes = kernel.splat(builder.add(first, length), lane_type)
+        in_run = [builder.and_(builder.icmp_signed(">=", c, first_lanes), builder.icmp_signed("<", c, end_lanes))
+                  for c in columns]
+        shift = builder.sub(builder.add(out_start_value, offset), first)
+        for i in range(MR):
+            row_start = builder.add(shift, builder.mul(const(i), stride_value))
+            for v in range(VECTORS_PER_ROW):
+                builder.call(store, [biased[i][v], kernel.vector_at(out_ptr, builder.add(row_start, const(v * lanes))),
+                                     ir.Constant(ir.IntType(32), kernel.item), builder.and_(in_run[v], row_wanted[i])])
+        k_next = builder.add(k, const(1))
+        k.add_incoming(k_next, loop)
+        builder.cbranch(builder.icmp_signed("<", k_next, run_count_value), loop, done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return (types.void(a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count,
+                       row_bias), codegen)
 
 
 _jit = numba.njit(cache=True)
@@ -312,20 +403,6 @@ def _put_strided(dst, src, stride):
         dst[k * stride] = src[k]
 
 
-@_jit
-def _store_row(dst, src, shift):
-    for k in range(dst.shape[0]):
-        dst[k] = src[k] + shift
-
-
-@_jit
-def _store_tile(tile, columns, out_image, o0, rows, q0, count, bias, has_bias):
-    """Rows ``0 .. rows`` and columns ``0 .. count`` of ``tile`` -> ``out_image[o0 + r, q0 + j]``, plus bias."""
-    for r in range(rows):
-        _store_row(out_image[o0 + r, q0:q0 + count], tile[r * columns:r * columns + count],
-                   bias[o0 + r] if has_bias else 0)
-
-
 @entry(_check_conv_forward)
 @_jit_nogil
 def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh, kw, sh, sw, ph, pw, dh, dw,
@@ -346,7 +423,9 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
     col_blocks = (plane + columns - 1) // columns
     panel_rows = np.arange(depth) * columns
     panel = np.empty(depth * columns, dtype=x.dtype)
-    tile = np.empty(MR * columns, dtype=x.dtype)
+    row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group)
+    flat = out.reshape(-1)
+    run = np.zeros(3, dtype=np.int64)
     for item in range(first, last):
         b = item // (groups * col_blocks)
         g = item // col_blocks - b * groups
@@ -354,15 +433,30 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
         count = min(columns, plane - q0)
         _pack_columns(x[b], g * c_per_group, c_per_group, panel, q0, count, columns,
                      kh, kw, sh, sw, ph, pw, dh, dw, out_w)
+        run[1], run[2] = q0, count
         for block in range(row_blocks):
-            microkernel(weight_panels[g, block], panel, panel_rows, 0, tile, depth)
-            rows = min(MR, o_per_group - block * MR)
-            _store_tile(tile, columns, out[b], g * o_per_group + block * MR, rows, q0, count, bias, has_bias)
+            o0 = g * o_per_group + block * MR
+            microkernel_store(weight_panels[g, block], panel, panel_rows, 0, depth, flat,
+                              (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR), run, 1,
+                              row_bias[g, block])
 
 
 @_jit
-def _store_grid(tile, columns, out_image, o0, rows, q0, grid_width, out_h, out_w, bias, has_bias):
-    """Tile column j is grid position ``q0 + j = y*grid_width + x``: store the ones with x < out_w, y < out_h."""
+def _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group):
+    """``bias`` (O,) as (groups, row_blocks, MR): each block of microkernel rows' values, zero past the group's."""
+    blocks = np.zeros((groups, row_blocks, MR), dtype=bias.dtype)
+    if has_bias:
+        for g in range(groups):
+            for o in range(o_per_group):
+                blocks[g, o // MR, o % MR] = bias[g * o_per_group + o]
+    return blocks
+
+
+@_jit
+def _grid_runs(q0, columns, grid_width, out_h, out_w, runs):
+    """The runs (``microkernel_store``) of tile columns ``j`` at grid positions ``q0 + j = y*grid_width + x`` that
+    are output pixels (x < out_w, y < out_h), each to offset ``y*out_w + x``; returns how many."""
+    count = 0
     j = 0
     while j < columns:
         y = (q0 + j) // grid_width
@@ -372,11 +466,11 @@ def _store_grid(tile, columns, out_image, o0, rows, q0, grid_width, out_h, out_w
         if x >= out_w:  # the padding columns of the grid: computed, not wanted
             j += grid_width - x
             continue
-        run = min(out_w - x, columns - j)
-        for r in range(rows):
-            _store_row(out_image[o0 + r, y * out_w + x:y * out_w + x + run], tile[r * columns + j:r * columns + j + run],
-                       bias[o0 + r] if has_bias else 0)
-        j += run
+        length = min(out_w - x, columns - j)
+        runs[3 * count], runs[3 * count + 1], runs[3 * count + 2] = j, y * out_w + x, length
+        count += 1
+        j += length
+    return count
 
 
 @entry(_check_conv_forward_stride1)
@@ -406,17 +500,21 @@ def conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias,
         for i in range(kh):
             for j in range(kw):
                 tap_rows[(c * kh + i) * kw + j] = (c * height_p + i * dh) * width_p + j * dw
-    tile = np.empty(MR * columns, dtype=padded.dtype)
+    row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group)
+    flat = out.reshape(-1)
+    plane = out_h * out_w
+    runs = np.zeros(3 * (columns + 1), dtype=np.int64)
     for item in range(first, last):
         b = item // (groups * col_blocks)
         g = item // col_blocks - b * groups
         q0 = (item - (b * groups + g) * col_blocks) * columns
         start = (b * channels + g * c_per_group) * height_p * width_p + q0
+        run_count = _grid_runs(q0, columns, width_p, out_h, out_w, runs)
         for block in range(row_blocks):
-            microkernel(weight_panels[g, block], padded, tap_rows, start, tile, depth)
-            rows = min(MR, o_per_group - block * MR)
-            _store_grid(tile, columns, out[b], g * o_per_group + block * MR, rows, q0, width_p, out_h, out_w,
-                        bias, has_bias)
+            o0 = g * o_per_group + block * MR
+            microkernel_store(weight_panels[g, block], padded, tap_rows, start, depth, flat,
+                              (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR), runs,
+                              run_count, row_bias[g, block])
 
 
 def pack_weight(weight_g):

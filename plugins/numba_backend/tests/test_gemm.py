@@ -38,8 +38,39 @@ def test_microkernel_rejects_mixed_or_integer_dtypes_by_name():
         _call(np.zeros(8, np.float32), np.zeros(32, np.float64), rows, 0, np.zeros(256, np.float32), 1)
     with pytest.raises(TypingError, match="float32 or float64 arrays of one dtype"):
         _call(np.zeros(8, np.int32), np.zeros(32, np.int32), rows, 0, np.zeros(256, np.int32), 1)
-    with pytest.raises(TypingError, match="b_rows must be int64"):
+    with pytest.raises(TypingError, match="index arrays must be int64"):
         _call(np.zeros(8), np.zeros(32), rows.astype(np.int32), 0, np.zeros(256), 1)
+
+
+@numba.njit
+def _call_store(a_panel, b_data, b_rows, depth, out, out_start, row_stride, rows, runs, run_count, row_bias):
+    gemm.microkernel_store(a_panel, b_data, b_rows, 0, depth, out, out_start, row_stride, rows, runs, run_count,
+                           row_bias)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, 5, gemm.MR])
+def test_microkernel_store_writes_runs_of_the_tile_with_row_bias_and_nothing_else(dtype, rows):
+    columns, depth = gemm.nr(dtype), 7
+    rng = np.random.default_rng(rows)
+    a = rng.standard_normal((gemm.MR, depth)).astype(dtype)
+    b = rng.standard_normal((depth, columns)).astype(dtype)
+    bias = rng.standard_normal(gemm.MR).astype(dtype)
+    expected_tile = a @ b + bias[:, None]
+    row_stride = 50
+    out = np.full(gemm.MR * row_stride, -7.0, dtype=dtype)
+    # Tile columns 3..9 to the very start of each row (the store's base lies before it), 10..12 skipped,
+    # 13..end to offset 20: masked stores that start mid-register and cross a register boundary.
+    runs = np.array([3, 0, 7, 13, 20, columns - 13], dtype=np.int64)
+    _call_store(np.ascontiguousarray(a.T).reshape(-1), b.reshape(-1), np.arange(depth) * columns, depth, out, 0,
+                row_stride, rows, runs, 2, bias)
+    expected = np.full_like(out, -7.0)
+    for i in range(rows):
+        start = i * row_stride
+        expected[start:start + 7] = expected_tile[i, 3:10]
+        expected[start + 20:start + 20 + columns - 13] = expected_tile[i, 13:]
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, expected, rtol=tolerance, atol=tolerance)
 
 
 def test_pack_weight_lays_rows_out_in_microkernel_order():
