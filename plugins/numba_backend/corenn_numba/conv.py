@@ -173,16 +173,29 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
               columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size)
 
 
-def _weight_grad_fits_stride1(x4, weight_g):
-    """The channels-last weight gradient computes input channels in blocks of ``nr`` (32 float32s): with
-    fewer than half a block per group most of it would be padding, and ``_weight_grad_im2col`` is faster."""
-    return 2 * (x4.shape[1] // weight_g.shape[0]) >= gemm.nr(x4.dtype)
+def _stride1_rows(x4, weight_g):
+    """Which side of the stride-1 weight gradient's products the input channels take, or None: the tile's rows
+    (blocks of ``MR``) or its columns (blocks of ``nr``, 32 float32s), whichever pads the channel counts less.
+    None where even that computes more than twice the useful products (few channels per group, such as a
+    network's first layer on 1 or 3 channels): ``_weight_grad_im2col`` is faster there."""
+    groups, out_per_group = weight_g.shape[:2]
+    in_per_group, columns = x4.shape[1] // groups, gemm.nr(x4.dtype)
+
+    def padded(count, block):
+        return -(-count // block) * block
+
+    output_rows = padded(out_per_group, gemm.MR) * padded(in_per_group, columns)
+    input_rows = padded(in_per_group, gemm.MR) * padded(out_per_group, columns)
+    if min(output_rows, input_rows) > 2 * in_per_group * out_per_group:
+        return None
+    return input_rows < output_rows
 
 
 def _weight_grad(x4, grad3, weight_g, pads, geometry):
     """The weight gradient (groups, O/g, C/g*kh*kw) of the conv with input ``x4`` and output gradient ``grad3``."""
-    if geometry[2:4] == (1, 1) and _weight_grad_fits_stride1(x4, weight_g):
-        return _weight_grad_stride1(x4, grad3, weight_g, pads, geometry[6:8], geometry[0:2], geometry[8:10])
+    if geometry[2:4] == (1, 1) and (input_rows := _stride1_rows(x4, weight_g)) is not None:
+        return _weight_grad_stride1(x4, grad3, weight_g, pads, geometry[6:8], geometry[0:2], geometry[8:10],
+                                    input_rows)
     return _weight_grad_im2col(x4, grad3, weight_g, geometry)
 
 
@@ -202,21 +215,23 @@ def _weight_grad_im2col(x4, grad3, weight_g, geometry):
     return np.ascontiguousarray(total.transpose(0, 2, 1))  # (groups, taps, channels) -> (groups, channels, taps)
 
 
-def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size):
+def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size, input_rows):
     """The weight gradient of a stride-1 conv, (groups, O/g, C/g*kh*kw), on the microkernel (see ``_gemm_jit``)."""
     n, channels = x4.shape[:2]
     groups, out_per_group = weight_g.shape[:2]
     in_per_group = channels // groups
     columns = gemm.nr(x4.dtype)
-    c_pad = -(-in_per_group // columns) * columns
-    o_blocks = -(-out_per_group // gemm.MR)
+    rows, cols = (in_per_group, out_per_group) if input_rows else (out_per_group, in_per_group)
     x4, ((top, bottom), (left, right)) = gemm.crop_negative_pads(x4, pads)
     padded_size = (x4.shape[2] + top + bottom, x4.shape[3] + left + right)
     grad4 = grad3.reshape(grad3.shape[:2] + tuple(out_size))
-    total = split_sum(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, o_blocks,
-                      c_pad, columns, *kernel, *dilation, top, left, *padded_size, *out_size)
-    # (groups, O/g padded, taps, C/g padded) -> (groups, O/g, C/g, taps)
-    return total[:, :out_per_group, :, :in_per_group].transpose(0, 1, 3, 2).reshape(weight_g.shape)
+    total = split_sum(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, input_rows,
+                      -(-rows // gemm.MR), -(-cols // columns) * columns, columns, *kernel, *dilation, top, left,
+                      *padded_size, *out_size)
+    # tiles (groups, taps, column blocks, row blocks, MR, columns) -> (groups, rows, taps, cols) -> (groups, O/g, C/g, taps)
+    total = total.reshape(total.shape[:4] + (gemm.MR, columns)).transpose(0, 3, 4, 1, 2, 5).reshape(
+        groups, total.shape[3] * gemm.MR, total.shape[1], total.shape[2] * columns)[:, :rows, :, :cols]
+    return total.transpose((0, 3, 1, 2) if input_rows else (0, 1, 3, 2)).reshape(weight_g.shape)
 
 
 def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_size):

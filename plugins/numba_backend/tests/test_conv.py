@@ -155,16 +155,21 @@ def test_tile_edges_same_as_core(dtype, stride, groups):
     assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=(1, 2), groups=groups), arrays, dtype)
 
 
-@pytest.mark.parametrize("dtype, in_per_group", [(np.float32, 20), (np.float32, 40), (np.float64, 9)])
+@pytest.mark.parametrize("dtype, in_per_group, out_per_group, input_rows", [
+    (np.float32, 20, 30, True),    # input channels as the tile's rows (partial blocks on both sides)
+    (np.float32, 40, 8, False),    # output channels as its rows
+    (np.float64, 8, 20, True),
+    (np.float64, 16, 8, False),
+])
 @pytest.mark.parametrize("groups", [1, 2])
 @pytest.mark.parametrize("kernel, padding, dilation", [((3, 3), (1, 1), (1, 1)), ((2, 3), (0, 2), (2, 1))])
-def test_weight_gradient_on_the_microkernel_same_as_core(dtype, in_per_group, groups, kernel, padding, dilation):
-    # Enough input channels per group for the implicit-GEMM weight gradient (a partial block of them),
-    # 11 output channels per group (a partial block of microkernel rows).
+def test_weight_gradient_on_the_microkernel_same_as_core(dtype, in_per_group, out_per_group, input_rows, groups,
+                                                         kernel, padding, dilation):
+    # Enough channels per group for the implicit-GEMM weight gradient; either side of its products.
     rng = np.random.default_rng(0)
-    arrays = _arrays(rng, dtype, (3, in_per_group * groups, 7, 9), (11 * groups, in_per_group) + kernel,
-                     (11 * groups,))
-    assert numba_conv._weight_grad_fits_stride1(arrays[0], arrays[1].reshape(groups, 11, -1))
+    arrays = _arrays(rng, dtype, (3, in_per_group * groups, 7, 9), (out_per_group * groups, in_per_group) + kernel,
+                     (out_per_group * groups,))
+    assert numba_conv._stride1_rows(arrays[0], arrays[1].reshape(groups, out_per_group, -1)) is input_rows
     assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, padding=padding, dilation=dilation, groups=groups),
                         arrays, dtype)
 
