@@ -277,3 +277,26 @@ def weight_grad_by_dots(first, last, x, grad, groups, kh, kw, sh, sw, ph, pw, dh
                 for r in range(rows_per_group):
                     result[g, o, r] += _dot(gradient, cols[g * rows_per_group + r])
     return result
+
+
+def _check_channel_sums(grad):
+    floats("channel_sums", "grad", grad, ndim=3)
+
+
+@entry(_check_channel_sums)
+@numba.njit(cache=True, fastmath={"reassoc", "contract"})
+def channel_sums(grad):
+    """The bias gradient: ``grad`` (N, O, L) summed over images and positions, (O,), accumulated in float64.
+
+    numpy's ``grad.sum(axis=(0, 2))`` reduces over a non-contiguous pair of axes (0.12 ms on the demo
+    CNN's 64x16x784 float32 gradient, where this loop takes a third of that)."""
+    images, channels, plane = grad.shape
+    totals = np.zeros(channels, dtype=np.float64)
+    for b in range(images):
+        for o in range(channels):
+            row = grad[b, o]
+            total = 0.0
+            for k in range(plane):
+                total += row[k]
+            totals[o] += total
+    return totals.astype(grad.dtype)

@@ -417,3 +417,41 @@ def ce_backward_planes(x, row_max, target, weight, use_weight, ignore_index, smo
             else:
                 grad_x[b, t, d] -= (1.0 - smoothing) * (weight[t] if use_weight else 1.0) * scale[b, d]
     return -1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# relu, forward and backward, over flat arrays
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_relu(x, out):
+    dtype = floats("relu", "x", x, ndim=1)
+    array("relu", "out", out, dtype, x.shape, writeable=True)
+
+
+def _check_relu_backward(out, grad, grad_in):
+    dtype = floats("relu_backward", "out", out, ndim=1)
+    array("relu_backward", "grad", grad, dtype, out.shape)
+    array("relu_backward", "grad_in", grad_in, dtype, out.shape, writeable=True)
+
+
+# Plain compare-and-select loops, which LLVM vectorises; numpy's ``maximum`` carries nan through a slower
+# path (measured 250 us on 802,816 float32s, where its ``add`` takes 69).
+@entry(_check_relu)
+@numba.njit(cache=True)
+def relu(x, out):
+    """``out = maximum(x, 0)`` as numpy computes it: nan stays nan, -0.0 becomes 0.0."""
+    zero = x.dtype.type(0)
+    for k in range(x.shape[0]):
+        value = x[k]
+        out[k] = value if value > zero or value != value else zero
+    return out
+
+
+@entry(_check_relu_backward)
+@numba.njit(cache=True)
+def relu_backward(out, grad, grad_in):
+    """``grad_in = grad * (out > 0)`` as the core computes it: a nan or inf gradient times 0 is nan."""
+    one, zero = out.dtype.type(1), out.dtype.type(0)
+    for k in range(out.shape[0]):
+        grad_in[k] = grad[k] * (one if out[k] > zero else zero)
+    return grad_in

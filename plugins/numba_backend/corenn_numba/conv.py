@@ -147,7 +147,7 @@ class Conv(KernelOverride, core_conv.Conv):
         grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
         grad_bias = None
         if has_bias and need_bias[0]:
-            grad_bias = grad3.sum(axis=(0, 2))
+            grad_bias = jit.channel_sums(grad3)
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
 
@@ -319,7 +319,7 @@ class ConvTranspose(KernelOverride, core_conv.ConvTranspose):
         grad_weight = None if grad_w is None else grad_w.reshape(weight_shape)
         grad_bias = None
         if has_bias and need_bias[0]:
-            grad_bias = grad4.sum(axis=(0, 2, 3))
+            grad_bias = jit.channel_sums(grad4.reshape(grad4.shape[0], grad4.shape[1], -1))
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
 

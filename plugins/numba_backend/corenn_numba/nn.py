@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from corenn.kernels import KernelOverride, check_targets
+from corenn.ops import elementwise as core_elementwise
 from corenn.ops import loss as core_loss
 from corenn.ops import nn as core_nn
 
@@ -176,4 +177,26 @@ def _check_target(bad, target, classes):
                          f"[0, {classes - 1}])")
 
 
-OVERRIDES = [("softmax", Softmax), ("log_softmax", LogSoftmax), ("cross_entropy", CrossEntropy)]
+class Relu(KernelOverride, core_elementwise.Relu):
+    """``relu`` for float32/float64 arrays: one compiled pass each way, with the core's values (see ``_nn_jit.relu``)."""
+
+    @staticmethod
+    def handles(a):
+        return handles(a) and a.size > 0
+
+    @staticmethod
+    def forward(ctx, a):
+        flat = np.ascontiguousarray(a).reshape(-1)
+        out = jit.relu(flat, np.empty_like(flat)).reshape(a.shape)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved
+        flat = out.reshape(-1)
+        grad = np.ascontiguousarray(grad, dtype=out.dtype).reshape(-1)
+        return jit.relu_backward(flat, grad, np.empty_like(flat)).reshape(out.shape)
+
+
+OVERRIDES = [("softmax", Softmax), ("log_softmax", LogSoftmax), ("cross_entropy", CrossEntropy), ("relu", Relu)]

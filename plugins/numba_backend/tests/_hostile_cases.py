@@ -505,6 +505,7 @@ def _exercise_every_family():
         F.group_norm(t(2, 4, 3), 2, t(4), t(4)).sum().backward()
         F.batch_norm(t(4, 3, 5), None, None, t(3), t(3), training=True).sum().backward()
         F.softmax(t(3, 4), -1).sum().backward()
+        F.relu(t(3, 4)).sum().backward()
         F.cross_entropy(t(4, 5), corenn.tensor([0, 1, 4, 2])).backward()
         F.cross_entropy(t(2, 5, 3), corenn.tensor([[0, 1, 4], [2, 2, 0]])).backward()
         corenn.gather(t(3, 4), 1, corenn.tensor([[0, 1], [2, 3], [1, 1]])).sum().backward()

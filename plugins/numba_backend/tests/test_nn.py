@@ -1,4 +1,4 @@
-"""corenn_numba.nn: softmax, log_softmax and the fused cross-entropy agree with the core kernels.
+"""corenn_numba.nn: softmax, log_softmax, the fused cross-entropy and relu agree with the core kernels.
 
 Each check runs the same expression with the plugin enabled and disabled (the core's kernels)
 and compares outputs and gradients; gradients are also checked against finite differences in
@@ -246,3 +246,39 @@ def test_softmax_layers_against_torch():
         (out * out).sum().backward()
         (tout * tout).sum().backward()
         np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# relu
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply")  # the core's inf * 0
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_gives_the_core_values_and_gradients_bit_for_bit(dtype):
+    # nan stays nan, -inf and -0.0 become 0.0; a nan or inf gradient where relu is off gives nan (grad * 0),
+    # as the core's ``grad * (out > 0)`` does. A transposed input is taken too (copied contiguous).
+    special = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, -1.5, 2.5, 1e-30], dtype=dtype)
+    x = np.concatenate([special, np.random.default_rng(0).standard_normal(1000).astype(dtype)])
+    grad = np.random.default_rng(1).standard_normal(x.size).astype(dtype)
+    grad[:4] = [np.nan, np.inf, 1.0, np.nan]
+    for array in (x, x.reshape(-1, 8).T):
+        results = []
+        for enabled in (True, False):
+            with corenn_numba.calibration.choosing("kernel") if enabled else corenn_numba.disabled():
+                t = corenn.tensor(array, requires_grad=True)
+                out = F.relu(t)
+                out.backward(corenn.tensor(grad.reshape(array.shape)))
+                results.append((out.detach().numpy(), t.grad.numpy()))
+        (out, grad_in), (expected, expected_grad) = results
+        np.testing.assert_array_equal(out, expected)
+        assert not np.signbit(out).any()
+        np.testing.assert_array_equal(grad_in, expected_grad)
+    assert issubclass(kernels.lookup("relu", "cpu"), numba_nn.Relu)
+
+
+def test_relu_kernel_refuses_mismatched_arrays_by_name():
+    from corenn_numba import _nn_jit
+    with pytest.raises(ValueError, match=r"relu\(\): argument 'out' must have shape \(4,\)"):
+        _nn_jit.relu(np.zeros(4, np.float32), np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match=r"relu_backward\(\): argument 'grad' must be of dtype float32"):
+        _nn_jit.relu_backward(np.zeros(4, np.float32), np.zeros(4), np.zeros(4, np.float32))

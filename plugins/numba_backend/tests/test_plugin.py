@@ -219,6 +219,7 @@ def _optimizer_case(factory):
 # op name -> case(rng) returning (outputs, inputs that require grad), for inputs the compiled code does not take
 FALLBACK_CASES = {
     "softmax": lambda rng: ([F.softmax(x := _floats(rng, (3, 5)), -1)], [x]),
+    "relu": lambda rng: ([F.relu(x := _floats(rng, (3, 5))), F.relu(_ints(rng, (4,)) - 2)], [x]),
     "log_softmax": lambda rng: ([F.log_softmax(x := _floats(rng, (3, 5)), -1)], [x]),
     "cross_entropy": lambda rng: ([F.cross_entropy(x := _floats(rng, (4, 5)), _ints(rng, 4, 5),
                                                    label_smoothing=0.1)], [x]),
