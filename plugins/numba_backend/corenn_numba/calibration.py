@@ -167,7 +167,7 @@ def machine() -> dict:
     """What a choice depends on: CPU model and features, thread counts, BLAS settings, library versions.
 
     A choice saved under one of these is never used under another (a new CPU, ``NUMBA_NUM_THREADS=1``,
-    an upgraded numba or numpy each get their own cache file).
+    an upgraded numba or numpy, a changed kernel of this plugin each get their own cache file).
     """
     global _machine
     if _machine is None:
@@ -189,8 +189,19 @@ def machine() -> dict:
             "versions": {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
                          "llvmlite": llvmlite.__version__, "corenn": corenn.__version__,
                          "corenn-numba": corenn_numba.__version__},
+            "kernel_sources": _kernel_sources_hash(),
         }
     return _machine
+
+
+def _kernel_sources_hash() -> str:
+    """A hash of this plugin's source files: a choice measured on one version of a kernel says nothing of the
+    next (an edited checkout, or an upgrade that kept the version number)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def fingerprint(fields: dict | None = None) -> str:

@@ -4,7 +4,7 @@
 - ``measure``: the first call of a shape class runs the core while the kernel compiles in the
   background, the next one times both and keeps the faster, saved per machine;
 - ``cached``: saved choices only, the core otherwise, nothing timed or compiled;
-- the saved choices are not reused on another CPU, thread count or numba version.
+- the saved choices are not reused on another CPU, thread count, numba version or kernel source.
 """
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ WORKLOADS = {
     "avg_pool": lambda: (lambda x: (F.avg_pool2d(x, 3, stride=2, padding=1), [x]))(_t(_floats(2, 3, 9, 9))),
     "adaptive_avg_pool": lambda: (lambda x: (F.adaptive_avg_pool2d(x, 3), [x]))(_t(_floats(2, 3, 8, 8))),
     "softmax": lambda: (lambda x: (F.softmax(x, dim=-1), [x]))(_t(_floats(8, 10))),
+    "relu": lambda: (lambda x: (F.relu(x), [x]))(_t(_floats(4, 3, 8, 8))),
     "log_softmax": lambda: (lambda x: (F.log_softmax(x, dim=-1), [x]))(_t(_floats(8, 10))),
     "cross_entropy": lambda: (lambda x: (F.cross_entropy(x, corenn.tensor([1, 0, 9, 3, 2, 2, 5, 7]),
                                                          label_smoothing=0.1), [x]))(_t(_floats(8, 10))),
@@ -226,8 +227,8 @@ def test_cached_mode_uses_saved_choices_and_the_core_for_the_rest(fresh, monkeyp
     assert unsaved.why == "no saved choice (mode 'cached'): the core"
 
 
-@pytest.mark.parametrize("change", ["cpu", "numba_threads", "numba"])
-def test_choices_are_not_reused_on_another_cpu_thread_count_or_numba(fresh, monkeypatch, change):
+@pytest.mark.parametrize("change", ["cpu", "numba_threads", "numba", "kernel_sources"])
+def test_choices_are_not_reused_on_another_cpu_thread_count_numba_or_kernel(fresh, monkeypatch, change):
     monkeypatch.setattr(calibration, "_time_both", _fake_times(0.5, 1.0, 0.5, 1.0))
     monkeypatch.setattr(calibration, "foreground", True)
     handles = kernels.lookup("linear", "cpu").handles
@@ -236,6 +237,8 @@ def test_choices_are_not_reused_on_another_cpu_thread_count_or_numba(fresh, monk
     other = json.loads(json.dumps(calibration.machine()))
     if change == "numba":
         other["versions"]["numba"] += ".post1"
+    elif change == "kernel_sources":  # an edited kernel, same version number
+        other["kernel_sources"] = "0" * 16
     elif change == "numba_threads":
         other["numba_threads"] += 1
     else:
