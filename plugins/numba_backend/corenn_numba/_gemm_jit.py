@@ -195,7 +195,9 @@ def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, o
     offset ``runs[3k+1]``. Each run is one masked vector store per register, so a tile that
     covers the end of one output row and the start of the next (an implicit-GEMM convolution's
     grid) is stored without a round trip through memory. ``row_bias`` holds MR values.
-    The caller guarantees that every run lies inside ``out`` and inside the tile.
+    Returns whether every stored value is finite (checked in registers, so that a float32
+    overflow needs no second pass over the output). The caller guarantees that every run lies
+    inside ``out`` and inside the tile.
     """
     _check_float_arrays((a_panel, b_data, out, row_bias), (b_rows, runs))
     _check_integers(b_start, depth, out_start, row_stride, rows, run_count)
@@ -220,6 +222,8 @@ def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, o
         row_wanted = [kernel.splat(builder.icmp_signed("<", const(i), rows_value), mask_type) for i in range(MR)]
 
         # One iteration per run: the masks pick its tile columns, the base pointer shifts them onto its output.
+        # ``bad`` collects, lane by lane, the stored values that are inf or nan (v - v is nan only for those).
+        no_lanes = ir.Constant(mask_type, [0] * lanes)
         entry = builder.block
         loop = builder.append_basic_block("run_loop")
         done = builder.append_basic_block("runs_done")
@@ -227,6 +231,9 @@ def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, o
         builder.position_at_end(loop)
         k = builder.phi(kernel.index)
         k.add_incoming(const(0), entry)
+        bad = builder.phi(mask_type)
+        bad.add_incoming(no_lanes, entry)
+        bad_now = bad
         first, offset, length = (builder.load(builder.gep(runs_ptr, [builder.add(builder.mul(k, const(3)), const(f))]))
                                  for f in range(3))
         first_lanes = kernel.splat(first, lane_type)
@@ -237,15 +244,25 @@ def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, o
         for i in range(MR):
             row_start = builder.add(shift, builder.mul(const(i), stride_value))
             for v in range(VECTORS_PER_ROW):
+                mask = builder.and_(in_run[v], row_wanted[i])
                 builder.call(store, [biased[i][v], kernel.vector_at(out_ptr, builder.add(row_start, const(v * lanes))),
-                                     ir.Constant(ir.IntType(32), kernel.item), builder.and_(in_run[v], row_wanted[i])])
+                                     ir.Constant(ir.IntType(32), kernel.item), mask])
+                difference = builder.fsub(biased[i][v], biased[i][v])
+                bad_now = builder.or_(bad_now, builder.and_(mask, builder.fcmp_unordered("uno", difference,
+                                                                                           difference)))
+        bad.add_incoming(bad_now, loop)
         k_next = builder.add(k, const(1))
         k.add_incoming(k_next, loop)
         builder.cbranch(builder.icmp_signed("<", k_next, run_count_value), loop, done)
         builder.position_at_end(done)
-        return context.get_dummy_value()
+        bad_lanes = builder.phi(mask_type)
+        bad_lanes.add_incoming(no_lanes, entry)
+        bad_lanes.add_incoming(bad_now, loop)
+        reduce_or = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(1), [mask_type]),
+                                                   f"llvm.vector.reduce.or.v{lanes}i1")
+        return builder.not_(builder.call(reduce_or, [bad_lanes]))
 
-    return (types.void(a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count,
+    return (types.boolean(a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count,
                        row_bias), codegen)
 
 
@@ -303,19 +320,16 @@ def _check_conv_forward(first, last, x, weight_panels, bias, has_bias, out, colu
     work_range(f, first, last, x.shape[0] * groups * -(-out.shape[2] // columns))
 
 
-def _check_conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias, has_bias, out, columns, kh,
-                                kw, dh, dw, out_h, out_w):
+def _check_conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_panels, bias, has_bias, out,
+                                columns, kh, kw, dh, dw, out_h, out_w):
     f = "conv_forward_stride1"
-    dtype = floats(f, "padded", padded, ndim=1)
-    if type(padded_shape) is not tuple or len(padded_shape) != 4:
-        raise TypeError(f"{f}(): argument 'padded_shape' must be a tuple (N, C, Hp, Wp), got {padded_shape!r}")
-    integers(f, "N C Hp Wp", padded_shape, 0)
-    n, channels, height_p, width_p = padded_shape
+    dtype = floats(f, "x", x, ndim=4)
+    n, channels, height, width = x.shape
+    integers(f, "top left", (top, left), 0)
     integers(f, "kh kw dh dw out_h out_w", (kh, kw, dh, dw, out_h, out_w), 1)
     _check_columns(f, columns, dtype)
-    if padded.shape[0] < n * channels * height_p * width_p + columns:
-        fail(f, f"argument 'padded' must hold N*C*Hp*Wp + columns = {n * channels * height_p * width_p + columns} "
-                f"elements, got {padded.shape[0]}")
+    if height + top > height_p or width + left > width_p:
+        fail(f, f"the padded grid {height_p}x{width_p} does not hold the {height}x{width} input at ({top}, {left})")
     if out_h + (kh - 1) * dh != height_p or out_w + (kw - 1) * dw != width_p:
         fail(f, f"an {out_h}x{out_w} output of a {kh}x{kw} kernel (dilation {dh}, {dw}) is not a stride-1 conv of "
                 f"the padded input's {height_p}x{width_p}")
@@ -433,7 +447,7 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
     is packed by ``_pack_columns``. ``weight_panels`` (groups, row_blocks, depth*MR) is the
     weight packed by ``pack_weight``. Runs work items ``first .. last`` of the
     ``N * groups * ceil(out_h*out_w / columns)`` (image, group, pixel block), so that
-    threads can split them.
+    threads can split them. Returns whether every stored value is finite.
     """
     groups, row_blocks = weight_panels.shape[0], weight_panels.shape[1]
     c_per_group = x.shape[1] // groups
@@ -446,6 +460,7 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
     row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group)
     flat = out.reshape(-1)
     run = np.zeros(3, dtype=np.int64)
+    finite = True
     for item in range(first, last):
         b = item // (groups * col_blocks)
         g = item // col_blocks - b * groups
@@ -456,9 +471,10 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
         run[1], run[2] = q0, count
         for block in range(row_blocks):
             o0 = g * o_per_group + block * MR
-            microkernel_store(weight_panels[g, block], panel, panel_rows, 0, depth, flat,
-                              (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR), run, 1,
-                              row_bias[g, block])
+            finite &= microkernel_store(weight_panels[g, block], panel, panel_rows, 0, depth, flat,
+                                        (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR),
+                                        run, 1, row_bias[g, block])
+    return finite
 
 
 @_jit
@@ -493,22 +509,36 @@ def _grid_runs(q0, columns, grid_width, out_h, out_w, runs):
     return count
 
 
+@_jit
+def _pad_image(x, b, c0, channels, top, left, padded, height_p, width_p):
+    """Channels ``c0 .. c0+channels`` of image ``b`` into ``padded`` (channels, Hp, Wp, flat) at (top, left).
+
+    Only the image's own elements are written: the borders stay as they were (zero: the
+    buffer is zeroed once and reused for every image of a slice)."""
+    height, width = x.shape[2], x.shape[3]
+    for c in range(channels):
+        for y in range(height):
+            start = (c * height_p + y + top) * width_p + left
+            _copy(padded[start:start + width], x[b, c0 + c, y])
+
+
 @entry(_check_conv_forward_stride1)
 @_jit_nogil
-def conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias, has_bias, out, columns, kh, kw,
-                         dh, dw, out_h, out_w):
-    """Stride-1 ``conv_forward`` as an implicit GEMM: B is read in place from the padded input.
+def conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_panels, bias, has_bias, out, columns,
+                         kh, kw, dh, dw, out_h, out_w):
+    """Stride-1 ``conv_forward`` as an implicit GEMM: B is read in place from the zero-padded input.
 
-    ``padded`` is the zero-padded input of shape ``padded_shape`` (N, C, Hp, Wp), flat, with
-    ``columns`` spare elements at its end (see ``pad_input``). With stride 1 the input
-    under kernel tap (c, i, j) for output pixel (y, x) is at flat offset
-    ``c*Hp*Wp + i*dh*Wp + j*dw + y*Wp + x``: for consecutive grid positions ``y*Wp + x`` the
-    rows of B are contiguous runs of the padded input, so nothing is packed. The price is
-    computing the grid's ``Wp - out_w`` padding columns too (2 of 34 for a 3x3 'same' conv
-    on 32x32), whose results are dropped. Runs work items ``first .. last`` of the
-    ``N * groups * ceil(grid / columns)`` (image, group, block of grid positions).
+    ``x`` (N, C, H, W) sits at (``top``, ``left``) of a zero grid ``Hp x Wp``; each work item
+    pads its image's channels into a buffer of this slice (once per image: it stays in the
+    core's cache while the microkernel reads it). With stride 1 the input under kernel tap
+    (c, i, j) for output pixel (y, x) is at flat offset ``c*Hp*Wp + i*dh*Wp + j*dw + y*Wp + x``
+    of that buffer: for consecutive grid positions ``y*Wp + x`` the rows of B are contiguous
+    runs of it, so nothing is packed. The price is computing the grid's ``Wp - out_w``
+    padding columns too (2 of 34 for a 3x3 'same' conv on 32x32), whose results are not
+    stored. Runs work items ``first .. last`` of the ``N * groups * ceil(grid / columns)``
+    (image, group, block of grid positions). Returns whether every stored value is finite.
     """
-    n, channels, height_p, width_p = padded_shape
+    n, channels = x.shape[0], x.shape[1]
     groups, row_blocks = weight_panels.shape[0], weight_panels.shape[1]
     c_per_group = channels // groups
     o_per_group = out.shape[1] // groups
@@ -521,20 +551,26 @@ def conv_forward_stride1(first, last, padded, padded_shape, weight_panels, bias,
             for j in range(kw):
                 tap_rows[(c * kh + i) * kw + j] = (c * height_p + i * dh) * width_p + j * dw
     row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group)
+    padded = np.zeros(c_per_group * height_p * width_p + columns, dtype=x.dtype)  # + a tile's reach past the end
     flat = out.reshape(-1)
     plane = out_h * out_w
     runs = np.zeros(3 * (columns + 1), dtype=np.int64)
+    finite = True
+    image = -1
     for item in range(first, last):
         b = item // (groups * col_blocks)
         g = item // col_blocks - b * groups
+        if b * groups + g != image:
+            image = b * groups + g
+            _pad_image(x, b, g * c_per_group, c_per_group, top, left, padded, height_p, width_p)
         q0 = (item - (b * groups + g) * col_blocks) * columns
-        start = (b * channels + g * c_per_group) * height_p * width_p + q0
         run_count = _grid_runs(q0, columns, width_p, out_h, out_w, runs)
         for block in range(row_blocks):
             o0 = g * o_per_group + block * MR
-            microkernel_store(weight_panels[g, block], padded, tap_rows, start, depth, flat,
-                              (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR), runs,
-                              run_count, row_bias[g, block])
+            finite &= microkernel_store(weight_panels[g, block], padded, tap_rows, q0, depth, flat,
+                                        (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR),
+                                        runs, run_count, row_bias[g, block])
+    return finite
 
 
 def pack_weight(weight_g):
@@ -560,19 +596,6 @@ def crop_negative_pads(x, pads):
     (top, bottom), (left, right) = pads
     x = x[:, :, max(-top, 0):x.shape[2] - max(-bottom, 0), max(-left, 0):x.shape[3] - max(-right, 0)]
     return x, ((max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)))
-
-
-def pad_input(x, pads, columns):
-    """``x`` (N, C, H, W) zero-padded by ``pads`` ((top, bottom), (left, right)), flat, plus ``columns`` spare zeros.
-
-    Returns the flat buffer and the padded shape; a negative pad crops (``crop_negative_pads``).
-    """
-    x, ((top, bottom), (left, right)) = crop_negative_pads(x, pads)
-    n, channels, height, width = x.shape
-    shape = (n, channels, height + top + bottom, width + left + right)
-    buffer = np.zeros(int(np.prod(shape)) + columns, dtype=x.dtype)
-    buffer[:-columns].reshape(shape)[:, :, top:top + height, left:left + width] = x
-    return buffer, shape
 
 
 #: Grid positions per microkernel call of the weight gradient: the B rows of one call (128 bytes each for

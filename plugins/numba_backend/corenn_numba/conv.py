@@ -117,10 +117,11 @@ class Conv(KernelOverride, core_conv.Conv):
 
         def conv(*arrays):
             out = np.empty((n, out_channels, out_h * out_w), dtype=arrays[0].dtype)
-            _gemm_conv(*arrays, out, pairs, stride, dilation, (kh, kw), (out_h, out_w))
-            return out
+            return out, _gemm_conv(*arrays, out, pairs, stride, dilation, (kh, kw), (out_h, out_w))
 
-        out = recompute_overflow(np, conv(x4, weight_g, bias), lambda: conv(*_float64(x4, weight_g, bias)))
+        out, finite = conv(x4, weight_g, bias)
+        if not finite:  # the kernel checked what it stored: only then a pass over the output
+            out = recompute_overflow(np, out, lambda: conv(*_float64(x4, weight_g, bias))[0])
         ctx.save_for_backward(x4, weight_g)
         ctx.params = (weight.shape, geometry, pairs, bias is not None)
         return out.reshape((n, out_channels, out_w) if one_d else (n, out_channels, out_h, out_w))
@@ -151,11 +152,11 @@ class Conv(KernelOverride, core_conv.Conv):
         return (grad_x, grad_weight, grad_bias) if has_bias else (grad_x, grad_weight)
 
 
-def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size):
+def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size) -> bool:
     """``out`` (N, O, L) = conv of ``x4`` with ``weight_g`` (g, O/g, C/g*kh*kw) plus ``bias``, on the microkernel.
 
-    Stride 1 runs as an implicit GEMM over the padded input; other strides pack im2col
-    panels as they go (see ``_gemm_jit``).
+    Stride 1 runs as an implicit GEMM over each image zero-padded in cache; other strides pack
+    im2col panels as they go (see ``_gemm_jit``). Returns whether every output is finite.
     """
     panels = gemm.pack_weight(weight_g)
     columns = gemm.nr(x4.dtype)
@@ -164,13 +165,14 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
     n, groups = x4.shape[0], weight_g.shape[0]
     work = out.size * weight_g.shape[2]
     if tuple(stride) == (1, 1):
-        padded, padded_shape = gemm.pad_input(x4, pads, columns)
-        grid = (out_size[0] - 1) * padded_shape[3] + out_size[1]  # see conv_forward_stride1
-        split(gemm.conv_forward_stride1, n * groups * -(-grid // columns), work, padded, padded_shape, panels,
-              bias, has_bias, out, columns, *kernel, *dilation, *out_size)
-    else:
-        split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias, out,
-              columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size)
+        cropped, ((top, bottom), (left, right)) = gemm.crop_negative_pads(x4, pads)
+        x4 = np.ascontiguousarray(cropped)
+        height_p, width_p = x4.shape[2] + top + bottom, x4.shape[3] + left + right
+        grid = (out_size[0] - 1) * width_p + out_size[1]  # see conv_forward_stride1
+        return all(split(gemm.conv_forward_stride1, n * groups * -(-grid // columns), work, x4, top, left, height_p,
+                         width_p, panels, bias, has_bias, out, columns, *kernel, *dilation, *out_size))
+    return all(split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias,
+                     out, columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size))
 
 
 def _stride1_rows(x4, weight_g):

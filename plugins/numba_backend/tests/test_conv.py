@@ -206,6 +206,23 @@ def test_weight_gradients_off_the_channels_last_kernel_same_as_core(monkeypatch,
     assert calls, f"the weight gradient did not run on {kernel}"
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # the core's matmul meets inf - inf
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+@pytest.mark.parametrize("stride", [1, 2])
+def test_float32_sums_that_overflow_are_computed_again_as_the_core_does(stride):
+    # Products of +-1e30 and 1e10 overflow float32 in both directions: the kernel reports what it stored
+    # is not finite, and those outputs are computed again in float64 (-inf here, as the core and PyTorch give).
+    x = np.zeros((2, 3, 6, 6), np.float32)
+    x[0, :, 2, 2] = 1e30
+    w = np.zeros((4, 3, 3, 3), np.float32)
+    w[1, :, 1, 1] = [1e10, -1e10, -1e10]
+    got = F.conv2d(corenn.tensor(x), corenn.tensor(w), padding=1, stride=stride).numpy()
+    with corenn_numba.disabled():
+        expected = F.conv2d(corenn.tensor(x), corenn.tensor(w), padding=1, stride=stride).numpy()
+    assert np.isneginf(got).any()
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("padding", [0, 4])
 def test_input_gradient_when_padding_exceeds_the_kernel_reach(padding):
     # Stride 1's input gradient runs as a conv padded by reach - padding: negative here, so it crops.

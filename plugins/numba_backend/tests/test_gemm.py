@@ -44,8 +44,8 @@ def test_microkernel_rejects_mixed_or_integer_dtypes_by_name():
 
 @numba.njit
 def _call_store(a_panel, b_data, b_rows, depth, out, out_start, row_stride, rows, runs, run_count, row_bias):
-    gemm.microkernel_store(a_panel, b_data, b_rows, 0, depth, out, out_start, row_stride, rows, runs, run_count,
-                           row_bias)
+    return gemm.microkernel_store(a_panel, b_data, b_rows, 0, depth, out, out_start, row_stride, rows, runs,
+                                  run_count, row_bias)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -62,8 +62,8 @@ def test_microkernel_store_writes_runs_of_the_tile_with_row_bias_and_nothing_els
     # Tile columns 3..9 to the very start of each row (the store's base lies before it), 10..12 skipped,
     # 13..end to offset 20: masked stores that start mid-register and cross a register boundary.
     runs = np.array([3, 0, 7, 13, 20, columns - 13], dtype=np.int64)
-    _call_store(np.ascontiguousarray(a.T).reshape(-1), b.reshape(-1), np.arange(depth) * columns, depth, out, 0,
-                row_stride, rows, runs, 2, bias)
+    assert _call_store(np.ascontiguousarray(a.T).reshape(-1), b.reshape(-1), np.arange(depth) * columns, depth, out,
+                       0, row_stride, rows, runs, 2, bias) is True  # every stored value finite
     expected = np.full_like(out, -7.0)
     for i in range(rows):
         start = i * row_stride
@@ -71,6 +71,21 @@ def test_microkernel_store_writes_runs_of_the_tile_with_row_bias_and_nothing_els
         expected[start + 20:start + 20 + columns - 13] = expected_tile[i, 13:]
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, expected, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("where, stored", [((0, 11), False), ((0, 3), True), ((gemm.MR - 1, 20), False)])
+def test_microkernel_store_says_whether_what_it_stored_is_finite(where, stored):
+    # An inf in tile column 11 (not in a run) or in a row past ``rows`` is computed but not stored.
+    columns, depth, rows = gemm.nr(np.float32), 4, gemm.MR - 1
+    a = np.ones((gemm.MR, depth), np.float32)
+    b = np.ones((depth, columns), np.float32)
+    a[where[0], 0], b[0, where[1]] = 1e30, 1e30  # their product overflows float32: inf in one tile entry
+    runs = np.array([0, 0, 10, 12, 10, columns - 12], dtype=np.int64)
+    out = np.zeros(gemm.MR * columns, np.float32)
+    finite = _call_store(np.ascontiguousarray(a.T).reshape(-1), b.reshape(-1), np.arange(depth) * columns, depth, out,
+                         0, columns, rows, runs, 2, np.zeros(gemm.MR, np.float32))
+    assert finite is (not stored)
+    assert np.isfinite(out).all() == finite
 
 
 def test_pack_weight_lays_rows_out_in_microkernel_order():
