@@ -182,6 +182,8 @@ def machine() -> dict:
             "cpu": _cpu_model(),
             "cpu_name": llvm.get_host_cpu_name(),
             "cpu_features": features,
+            # numba told to compile for another CPU (portable caches, or an AVX2 build on an AVX-512 host)
+            "numba_target": [numba.config.CPU_NAME or "", numba.config.CPU_FEATURES or ""],
             "cpus": os.cpu_count(),
             "numba_threads": numba.get_num_threads(),
             "blas_env": {name: os.environ[name] for name in sorted(os.environ)
