@@ -37,7 +37,11 @@ in a new temporary folder), and a second process on that cache -- first and seco
 workload, the first training step of ``examples/train_digits.py``, and
 ``python -m corenn_numba calibrate`` (compiling and measuring ahead of time) on an empty cache.
 
-    python benchmarks/bench_numba.py [--rounds 5] [--steps 10] [--threads 2] [--skip-warmup]
+    python benchmarks/bench_numba.py [--rounds 5] [--steps 10] [--threads 2] [--skip-warmup] [--emulate-avx2]
+
+``--emulate-avx2`` approximates an AVX2-only host on an AVX-512 one: numba compiles for Haswell, numpy's
+OpenBLAS runs its Haswell kernels, PyTorch its AVX2 ATen and oneDNN code (``EMULATE_AVX2``). The cores,
+caches and clock stay the machine's; a real AVX2 host's figures can differ.
 """
 from __future__ import annotations
 
@@ -86,7 +90,18 @@ def machine_lines() -> list[str]:
     lines.append("BLAS settings: " + (", ".join(f"{k}={v}" for k, v in settings.items()) +
                                       " (a user's machine would not set these: run with env -u)"
                                       if settings else "none (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset)"))
+    # An AVX2 host emulated on an AVX-512 one (see --emulate-avx2): every library told to use 256-bit vectors.
+    targets = {name: os.environ[name] for name in EMULATE_AVX2 if name in os.environ}
+    if targets:
+        lines.append("vector width limited by: " + ", ".join(f"{k}={v}" for k, v in targets.items()))
     return lines
+
+
+#: ``--emulate-avx2``: what makes numba, numpy's OpenBLAS and PyTorch (ATen, oneDNN) use AVX2 code on an AVX-512
+#: CPU, as an AVX2-only host would. Same cores, caches and clock, half the vector width: an approximation of such
+#: a host, not a measurement of one.
+EMULATE_AVX2 = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2",
+                "OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 # -- switching between the core and the plugin ---------------------------------------------------------------
@@ -431,9 +446,17 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=10, help="timed calls per column per round")
     ap.add_argument("--threads", type=int, default=2, help="PyTorch intra-op threads")
     ap.add_argument("--skip-warmup", action="store_true", help="leave out the warm-up subprocesses")
+    ap.add_argument("--emulate-avx2", action="store_true",
+                    help="on an AVX-512 CPU, run every library on its AVX2 code (an approximation of an AVX2 host)")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--alone", choices=["pytorch", "core", "numba"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.emulate_avx2 and any(os.environ.get(k) != v for k, v in EMULATE_AVX2.items()):
+        # The settings must be in place before numpy, numba and torch load: run this script again under them, with
+        # a cache folder of its own (its compiled code is for another CPU).
+        env = {**os.environ, **EMULATE_AVX2,
+               "CORENN_NUMBA_CACHE_DIR": str(pathlib.Path(tempfile.gettempdir()) / "corenn-numba-avx2-cache")}
+        os.execve(sys.executable, [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])], env)
     if args.probe:
         _probe()
         return
