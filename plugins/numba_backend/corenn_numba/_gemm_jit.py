@@ -76,8 +76,9 @@ def _check_integers(*values):
 class _Kernel:
     """What both microkernels generate: the tile's accumulation as LLVM IR, for one float dtype."""
 
-    def __init__(self, context, builder, float_dtype):
+    def __init__(self, context, builder, float_dtype, tile_rows=MR):
         self.builder = builder
+        self.tile_rows = tile_rows
         self.float_type = ir.FloatType() if float_dtype == types.float32 else ir.DoubleType()
         self.item = 4 if float_dtype == types.float32 else 8
         self.lanes = VECTOR_BYTES // self.item
@@ -103,12 +104,13 @@ class _Kernel:
                                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
     def accumulate(self, a_ptr, b_ptr, rows_ptr, b_start, depth, initial=None):
-        """``initial`` (default zero) plus the MR x NR tile of A @ B, as ``MR * VECTORS_PER_ROW`` vector values
-        (row-major), see ``microkernel``."""
+        """``initial`` (default zero) plus the ``tile_rows`` x NR tile of A @ B, ``tile_rows * VECTORS_PER_ROW``
+        vector values (row-major), see ``microkernel``."""
         builder, const = self.builder, self.const
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(self.vector, [self.vector] * 3),
                                              f"llvm.fma.{self.suffix}")
-        initial = initial or [ir.Constant(self.vector, [0.0] * self.lanes)] * (MR * VECTORS_PER_ROW)
+        rows = self.tile_rows
+        initial = initial or [ir.Constant(self.vector, [0.0] * self.lanes)] * (rows * VECTORS_PER_ROW)
         entry = builder.block
         loop = builder.append_basic_block("depth_loop")
         done = builder.append_basic_block("depth_done")
@@ -118,15 +120,15 @@ class _Kernel:
         builder.position_at_end(loop)
         p = builder.phi(self.index)
         p.add_incoming(const(0), entry)
-        accumulators = [builder.phi(self.vector) for _ in range(MR * VECTORS_PER_ROW)]
+        accumulators = [builder.phi(self.vector) for _ in range(rows * VECTORS_PER_ROW)]
         for phi, value in zip(accumulators, initial):
             phi.add_incoming(value, entry)
         b_row = builder.add(b_start, builder.load(builder.gep(rows_ptr, [p])))
         b_vectors = [builder.load(self.vector_at(b_ptr, builder.add(b_row, const(v * self.lanes))), align=self.item)
                      for v in range(VECTORS_PER_ROW)]
-        a_column = builder.mul(p, const(MR))
+        a_column = builder.mul(p, const(rows))
         updated = []
-        for i in range(MR):
+        for i in range(rows):
             broadcast = self.splat(builder.load(builder.gep(a_ptr, [builder.add(a_column, const(i))])))
             for v in range(VECTORS_PER_ROW):
                 updated.append(builder.call(fma, [broadcast, b_vectors[v], accumulators[i * VECTORS_PER_ROW + v]]))
@@ -137,7 +139,7 @@ class _Kernel:
         builder.cbranch(builder.icmp_signed("<", p_next, depth), loop, done)
 
         builder.position_at_end(done)
-        results = [builder.phi(self.vector) for _ in range(MR * VECTORS_PER_ROW)]  # LLVM wants every phi first
+        results = [builder.phi(self.vector) for _ in range(rows * VECTORS_PER_ROW)]  # LLVM wants every phi first
         for k, result in enumerate(results):
             result.add_incoming(initial[k], entry)
             result.add_incoming(updated[k], loop)
@@ -185,85 +187,96 @@ def microkernel_add(typingctx, a_panel, b_data, b_rows, b_start, tile, depth):
     return types.void(a_panel, b_data, b_rows, b_start, tile, depth), _tile_codegen(accumulate=True)
 
 
-@intrinsic
-def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs,
-                      run_count, row_bias):
-    """``microkernel``'s tile plus ``row_bias[i]`` on each row i, stored straight into ``out`` in runs of columns.
+def _store_kernel(tile_rows: int, name: str):
+    def microkernel_store(typingctx, a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs,
+                          run_count, row_bias):
+        """``microkernel``'s tile plus ``row_bias[i]`` on each row i, stored straight into ``out`` in runs of columns.
 
-    Tile row i (for i < ``rows``) goes to ``out[out_start + i*row_stride + ...]``, one run k at a
-    time: tile columns ``runs[3k] .. runs[3k] + runs[3k+2]`` to the ``runs[3k+2]`` elements from
-    offset ``runs[3k+1]``. Each run is one masked vector store per register, so a tile that
-    covers the end of one output row and the start of the next (an implicit-GEMM convolution's
-    grid) is stored without a round trip through memory. ``row_bias`` holds MR values.
-    Returns whether every stored value is finite (checked in registers, so that a float32
-    overflow needs no second pass over the output). The caller guarantees that every run lies
-    inside ``out`` and inside the tile.
-    """
-    _check_float_arrays((a_panel, b_data, out, row_bias), (b_rows, runs))
-    _check_integers(b_start, depth, out_start, row_stride, rows, run_count)
+        Tile row i (for i < ``rows``) goes to ``out[out_start + i*row_stride + ...]``, one run k at a
+        time: tile columns ``runs[3k] .. runs[3k] + runs[3k+2]`` to the ``runs[3k+2]`` elements from
+        offset ``runs[3k+1]``. Each run is one masked vector store per register, so a tile that
+        covers the end of one output row and the start of the next (an implicit-GEMM convolution's
+        grid) is stored without a round trip through memory. ``row_bias`` holds a value per tile row.
+        Returns whether every stored value is finite (checked in registers, so that a float32
+        overflow needs no second pass over the output). The caller guarantees that every run lies
+        inside ``out`` and inside the tile.
+        """
+        _check_float_arrays((a_panel, b_data, out, row_bias), (b_rows, runs))
+        _check_integers(b_start, depth, out_start, row_stride, rows, run_count)
 
-    def codegen(context, builder, signature, args):
-        kernel = _Kernel(context, builder, signature.args[0].dtype)
-        a_ptr, b_ptr, rows_ptr, out_ptr, runs_ptr, bias_ptr = (
-            context.make_array(signature.args[k])(context, builder, args[k]).data for k in (0, 1, 2, 5, 9, 11))
-        b_start_value, depth_value, out_start_value, stride_value, rows_value, run_count_value = (
-            kernel.as_index(args[k]) for k in (3, 4, 6, 7, 8, 10))
-        results = kernel.accumulate(a_ptr, b_ptr, rows_ptr, b_start_value, depth_value)
-        const, lanes = kernel.const, kernel.lanes
-        biased = [[builder.fadd(results[i * VECTORS_PER_ROW + v],
-                                kernel.splat(builder.load(builder.gep(bias_ptr, [const(i)]))))
-                   for v in range(VECTORS_PER_ROW)] for i in range(MR)]
-        mask_type = ir.VectorType(ir.IntType(1), lanes)
-        lane_type = ir.VectorType(ir.IntType(64), lanes)
-        store = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [kernel.vector, kernel.vector.as_pointer(), ir.IntType(32),
-                                                            mask_type]), f"llvm.masked.store.{kernel.suffix}.p0")
-        columns = [ir.Constant(lane_type, [v * lanes + k for k in range(lanes)]) for v in range(VECTORS_PER_ROW)]
-        row_wanted = [kernel.splat(builder.icmp_signed("<", const(i), rows_value), mask_type) for i in range(MR)]
+        def codegen(context, builder, signature, args):
+            kernel = _Kernel(context, builder, signature.args[0].dtype, tile_rows)
+            a_ptr, b_ptr, rows_ptr, out_ptr, runs_ptr, bias_ptr = (
+                context.make_array(signature.args[k])(context, builder, args[k]).data for k in (0, 1, 2, 5, 9, 11))
+            b_start_value, depth_value, out_start_value, stride_value, rows_value, run_count_value = (
+                kernel.as_index(args[k]) for k in (3, 4, 6, 7, 8, 10))
+            results = kernel.accumulate(a_ptr, b_ptr, rows_ptr, b_start_value, depth_value)
+            const, lanes = kernel.const, kernel.lanes
+            biased = [[builder.fadd(results[i * VECTORS_PER_ROW + v],
+                                    kernel.splat(builder.load(builder.gep(bias_ptr, [const(i)]))))
+                       for v in range(VECTORS_PER_ROW)] for i in range(tile_rows)]
+            mask_type = ir.VectorType(ir.IntType(1), lanes)
+            lane_type = ir.VectorType(ir.IntType(64), lanes)
+            store = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [kernel.vector, kernel.vector.as_pointer(), ir.IntType(32),
+                                                                mask_type]), f"llvm.masked.store.{kernel.suffix}.p0")
+            columns = [ir.Constant(lane_type, [v * lanes + k for k in range(lanes)]) for v in range(VECTORS_PER_ROW)]
+            row_wanted = [kernel.splat(builder.icmp_signed("<", const(i), rows_value), mask_type) for i in range(tile_rows)]
 
-        # One iteration per run: the masks pick its tile columns, the base pointer shifts them onto its output.
-        # ``bad`` collects, lane by lane, the stored values that are inf or nan (v - v is nan only for those).
-        no_lanes = ir.Constant(mask_type, [0] * lanes)
-        entry = builder.block
-        loop = builder.append_basic_block("run_loop")
-        done = builder.append_basic_block("runs_done")
-        builder.cbranch(builder.icmp_signed(">", run_count_value, const(0)), loop, done)
-        builder.position_at_end(loop)
-        k = builder.phi(kernel.index)
-        k.add_incoming(const(0), entry)
-        bad = builder.phi(mask_type)
-        bad.add_incoming(no_lanes, entry)
-        bad_now = bad
-        first, offset, length = (builder.load(builder.gep(runs_ptr, [builder.add(builder.mul(k, const(3)), const(f))]))
-                                 for f in range(3))
-        first_lanes = kernel.splat(first, lane_type)
-        end_lanes = kernel.splat(builder.add(first, length), lane_type)
-        in_run = [builder.and_(builder.icmp_signed(">=", c, first_lanes), builder.icmp_signed("<", c, end_lanes))
-                  for c in columns]
-        shift = builder.sub(builder.add(out_start_value, offset), first)
-        for i in range(MR):
-            row_start = builder.add(shift, builder.mul(const(i), stride_value))
-            for v in range(VECTORS_PER_ROW):
-                mask = builder.and_(in_run[v], row_wanted[i])
-                builder.call(store, [biased[i][v], kernel.vector_at(out_ptr, builder.add(row_start, const(v * lanes))),
-                                     ir.Constant(ir.IntType(32), kernel.item), mask])
-                difference = builder.fsub(biased[i][v], biased[i][v])
-                bad_now = builder.or_(bad_now, builder.and_(mask, builder.fcmp_unordered("uno", difference,
-                                                                                           difference)))
-        bad.add_incoming(bad_now, loop)
-        k_next = builder.add(k, const(1))
-        k.add_incoming(k_next, loop)
-        builder.cbranch(builder.icmp_signed("<", k_next, run_count_value), loop, done)
-        builder.position_at_end(done)
-        bad_lanes = builder.phi(mask_type)
-        bad_lanes.add_incoming(no_lanes, entry)
-        bad_lanes.add_incoming(bad_now, loop)
-        reduce_or = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(1), [mask_type]),
-                                                   f"llvm.vector.reduce.or.v{lanes}i1")
-        return builder.not_(builder.call(reduce_or, [bad_lanes]))
+            # One iteration per run: the masks pick its tile columns, the base pointer shifts them onto its output.
+            # ``bad`` collects, lane by lane, the stored values that are inf or nan (v - v is nan only for those).
+            no_lanes = ir.Constant(mask_type, [0] * lanes)
+            entry = builder.block
+            loop = builder.append_basic_block("run_loop")
+            done = builder.append_basic_block("runs_done")
+            builder.cbranch(builder.icmp_signed(">", run_count_value, const(0)), loop, done)
+            builder.position_at_end(loop)
+            k = builder.phi(kernel.index)
+            k.add_incoming(const(0), entry)
+            bad = builder.phi(mask_type)
+            bad.add_incoming(no_lanes, entry)
+            bad_now = bad
+            first, offset, length = (builder.load(builder.gep(runs_ptr, [builder.add(builder.mul(k, const(3)), const(f))]))
+                                     for f in range(3))
+            first_lanes = kernel.splat(first, lane_type)
+            end_lanes = kernel.splat(builder.add(first, length), lane_type)
+            in_run = [builder.and_(builder.icmp_signed(">=", c, first_lanes), builder.icmp_signed("<", c, end_lanes))
+                      for c in columns]
+            shift = builder.sub(builder.add(out_start_value, offset), first)
+            for i in range(tile_rows):
+                row_start = builder.add(shift, builder.mul(const(i), stride_value))
+                for v in range(VECTORS_PER_ROW):
+                    mask = builder.and_(in_run[v], row_wanted[i])
+                    builder.call(store, [biased[i][v], kernel.vector_at(out_ptr, builder.add(row_start, const(v * lanes))),
+                                         ir.Constant(ir.IntType(32), kernel.item), mask])
+                    difference = builder.fsub(biased[i][v], biased[i][v])
+                    bad_now = builder.or_(bad_now, builder.and_(mask, builder.fcmp_unordered("uno", difference,
+                                                                                               difference)))
+            bad.add_incoming(bad_now, loop)
+            k_next = builder.add(k, const(1))
+            k.add_incoming(k_next, loop)
+            builder.cbranch(builder.icmp_signed("<", k_next, run_count_value), loop, done)
+            builder.position_at_end(done)
+            bad_lanes = builder.phi(mask_type)
+            bad_lanes.add_incoming(no_lanes, entry)
+            bad_lanes.add_incoming(bad_now, loop)
+            reduce_or = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(1), [mask_type]),
+                                                       f"llvm.vector.reduce.or.v{lanes}i1")
+            return builder.not_(builder.call(reduce_or, [bad_lanes]))
 
-    return (types.boolean(a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count,
-                       row_bias), codegen)
+        return (types.boolean(a_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count,
+                           row_bias), codegen)
+
+    microkernel_store.__name__ = microkernel_store.__qualname__ = name
+    return intrinsic(microkernel_store)
+
+
+#: ``microkernel_store`` for MR x NR tiles (``a_panel`` packed by ``pack_weight``).
+microkernel_store = _store_kernel(MR, "microkernel_store")
+#: ``microkernel_store`` for a single row, 1 x NR: ``a_panel`` is that row itself. For outputs with fewer channels
+#: than half a tile (a conv's input gradient on 1 or 3 channels), where MR rows would mostly compute padding: per
+#: step of the shared dimension it loads as much of B and does a MR-th of the multiply-adds.
+microkernel_store_row = _store_kernel(1, "microkernel_store_row")
 
 
 _jit = numba.njit(cache=True)
@@ -293,10 +306,12 @@ def _check_bias(function, bias, has_bias, dtype, size):
 
 
 def _check_weight_panels(function, weight_panels, dtype, channels, out_channels, kh, kw):
-    """``weight_panels`` as ``pack_weight`` makes them: (groups, row blocks, depth*MR); returns groups."""
+    """``weight_panels`` as ``pack_weight`` makes them: (groups, row blocks, depth*MR), or single rows (groups, O/g,
+    depth) for fewer than ``SINGLE_ROWS_MAX`` output channels per group; returns groups."""
     array(function, "weight_panels", weight_panels, dtype, ndim=3)
     groups = _check_groups(function, channels, out_channels, weight_panels.shape[0])
-    expected = (groups, -(-(out_channels // groups) // MR), channels // groups * kh * kw * MR)
+    rows, depth = out_channels // groups, channels // groups * kh * kw
+    expected = (groups, rows, depth) if rows <= SINGLE_ROWS_MAX else (groups, -(-rows // MR), depth * MR)
     if weight_panels.shape != expected:
         fail(function, f"argument 'weight_panels' must have shape {expected} for {channels} input and "
                        f"{out_channels} output channels under a {kh}x{kw} kernel, got {weight_panels.shape}")
@@ -457,7 +472,8 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
     col_blocks = (plane + columns - 1) // columns
     panel_rows = np.arange(depth) * columns
     panel = np.empty(depth * columns, dtype=x.dtype)
-    row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group)
+    tile_rows = 1 if weight_panels.shape[2] == depth else MR
+    row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group, tile_rows)
     flat = out.reshape(-1)
     run = np.zeros(3, dtype=np.int64)
     finite = True
@@ -470,22 +486,32 @@ def conv_forward(first, last, x, weight_panels, bias, has_bias, out, columns, kh
                      kh, kw, sh, sw, ph, pw, dh, dw, out_w)
         run[1], run[2] = q0, count
         for block in range(row_blocks):
-            o0 = g * o_per_group + block * MR
-            finite &= microkernel_store(weight_panels[g, block], panel, panel_rows, 0, depth, flat,
-                                        (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR),
-                                        run, 1, row_bias[g, block])
+            o0 = g * o_per_group + block * tile_rows
+            finite &= _store(weight_panels[g, block], panel, panel_rows, 0, depth, flat,
+                             (b * out.shape[1] + o0) * plane, plane, min(tile_rows, o_per_group - block * tile_rows),
+                             run, 1, row_bias[g, block])
     return finite
 
 
 @_jit
-def _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group):
-    """``bias`` (O,) as (groups, row_blocks, MR): each block of microkernel rows' values, zero past the group's."""
-    blocks = np.zeros((groups, row_blocks, MR), dtype=bias.dtype)
+def _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group, tile_rows):
+    """``bias`` (O,) as (groups, row_blocks, tile_rows): each block of tile rows' values, zero past the group's."""
+    blocks = np.zeros((groups, row_blocks, tile_rows), dtype=bias.dtype)
     if has_bias:
         for g in range(groups):
             for o in range(o_per_group):
-                blocks[g, o // MR, o % MR] = bias[g * o_per_group + o]
+                blocks[g, o // tile_rows, o % tile_rows] = bias[g * o_per_group + o]
     return blocks
+
+
+@_jit
+def _store(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count, row_bias):
+    """``microkernel_store`` or, for a weight of single rows (``pack_weight``), ``microkernel_store_row``."""
+    if weight_panel.shape[0] == depth:
+        return microkernel_store_row(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, 1,
+                                     runs, run_count, row_bias)
+    return microkernel_store(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs,
+                             run_count, row_bias)
 
 
 @_jit
@@ -517,9 +543,13 @@ def _pad_image(x, b, c0, channels, top, left, padded, height_p, width_p):
     buffer is zeroed once and reused for every image of a slice)."""
     height, width = x.shape[2], x.shape[3]
     for c in range(channels):
+        plane = x[b, c0 + c]
+        base = (c * height_p + top) * width_p + left
         for y in range(height):
-            start = (c * height_p + y + top) * width_p + left
-            _copy(padded[start:start + width], x[b, c0 + c, y])
+            row, at = plane[y], base + y * width_p
+            destination = padded[at:at + width]
+            for k in range(width):
+                destination[k] = row[k]
 
 
 @entry(_check_conv_forward_stride1)
@@ -550,7 +580,8 @@ def conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_pa
         for i in range(kh):
             for j in range(kw):
                 tap_rows[(c * kh + i) * kw + j] = (c * height_p + i * dh) * width_p + j * dw
-    row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group)
+    tile_rows = 1 if weight_panels.shape[2] == depth else MR
+    row_bias = _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group, tile_rows)
     padded = np.zeros(c_per_group * height_p * width_p + columns, dtype=x.dtype)  # + a tile's reach past the end
     flat = out.reshape(-1)
     plane = out_h * out_w
@@ -566,19 +597,27 @@ def conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_pa
         q0 = (item - (b * groups + g) * col_blocks) * columns
         run_count = _grid_runs(q0, columns, width_p, out_h, out_w, runs)
         for block in range(row_blocks):
-            o0 = g * o_per_group + block * MR
-            finite &= microkernel_store(weight_panels[g, block], padded, tap_rows, q0, depth, flat,
-                                        (b * out.shape[1] + o0) * plane, plane, min(MR, o_per_group - block * MR),
-                                        runs, run_count, row_bias[g, block])
+            o0 = g * o_per_group + block * tile_rows
+            finite &= _store(weight_panels[g, block], padded, tap_rows, q0, depth, flat,
+                             (b * out.shape[1] + o0) * plane, plane, min(tile_rows, o_per_group - block * tile_rows),
+                             runs, run_count, row_bias[g, block])
     return finite
+
+
+#: Up to this many output channels per group, a conv's weight is used one row at a time
+#: (``microkernel_store_row``): MR rows would mostly compute padding.
+SINGLE_ROWS_MAX = MR // 2
 
 
 def pack_weight(weight_g):
     """(groups, O/g, depth) -> (groups, row_blocks, depth*MR): ``[g, blk, p*MR + i] = weight_g[g, blk*MR + i, p]``.
 
-    Rows past O/g (the last block's padding) are zero; their results are never stored.
+    Rows past O/g (the last block's padding) are zero; their results are never stored. With at most
+    ``SINGLE_ROWS_MAX`` rows per group the weight is returned as it is (contiguous): single rows.
     """
     groups, rows, depth = weight_g.shape
+    if rows <= SINGLE_ROWS_MAX:
+        return np.ascontiguousarray(weight_g)
     blocks = -(-rows // MR)
     padded = np.zeros((groups, blocks * MR, depth), dtype=weight_g.dtype)
     padded[:, :rows] = weight_g

@@ -155,6 +155,20 @@ def test_tile_edges_same_as_core(dtype, stride, groups):
     assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=(1, 2), groups=groups), arrays, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("out_per_group", [1, 3])
+def test_few_output_channels_run_one_weight_row_at_a_time_same_as_core(dtype, stride, out_per_group):
+    # At most MR/2 output channels per group: the weight is used as single rows (microkernel_store_row), in the
+    # forward and in the stride-1 input gradient of a conv with as few input channels.
+    rng = np.random.default_rng(0)
+    assert out_per_group <= numba_conv.gemm.SINGLE_ROWS_MAX
+    assert numba_conv.gemm.pack_weight(np.zeros((2, out_per_group, 5), dtype)).shape == (2, out_per_group, 5)
+    arrays = _arrays(rng, dtype, (3, 2 * out_per_group, 9, 11), (2 * out_per_group, out_per_group, 3, 3),
+                     (2 * out_per_group,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=1, groups=2), arrays, dtype)
+
+
 @pytest.mark.parametrize("dtype, in_per_group, out_per_group, input_rows", [
     (np.float32, 20, 30, True),    # input channels as the tile's rows (partial blocks on both sides)
     (np.float32, 40, 8, False),    # output channels as its rows
