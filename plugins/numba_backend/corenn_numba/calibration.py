@@ -505,6 +505,8 @@ def _choose(op: str, kernel_cls, args: tuple, params: dict, exact_key: tuple) ->
                 return None
             if state == "queued":
                 return None
+            if state == "done" and "queued" in _compiling.values():
+                return None  # time it once the other compiles are done: numba compiling on a core skews timings
             if state == "done":
                 try:
                     times = _time_both(kernel_cls, args, params)
