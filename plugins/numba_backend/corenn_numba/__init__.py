@@ -117,10 +117,10 @@ def corenn_info_lines():
     allocator = ("glibc malloc thresholds raised (CORENN_NUMBA_MALLOC=0 to leave them)" if _malloc.tuned
                  else "malloc left as it is until a compiled kernel first runs" if _malloc.wanted()
                  else "malloc left as it is")
-    from corenn_numba import calibration
+    from corenn_numba import _blas, calibration
     compiled = numba.config.CACHE_DIR or calibration.cache_dir() / "numba"  # see _base.compiled_code_cache
     return [f"numba {numba.__version__}, {numba.get_num_threads()} threads; compiled code cache: {compiled}; "
-            f"{allocator}",
+            f"{allocator}; {_blas.status()}",
             *calibration.summary_lines()]
 
 

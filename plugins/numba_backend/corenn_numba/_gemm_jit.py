@@ -340,7 +340,7 @@ def _check_conv_forward_stride1(first, last, x, top, left, height_p, width_p, we
     f = "conv_forward_stride1"
     dtype = floats(f, "x", x, ndim=4)
     n, channels, height, width = x.shape
-    integers(f, "top left", (top, left), 0)
+    integers(f, "top left height_p width_p", (top, left, height_p, width_p), 0)
     integers(f, "kh kw dh dw out_h out_w", (kh, kw, dh, dw, out_h, out_w), 1)
     _check_columns(f, columns, dtype)
     if height + top > height_p or width + left > width_p:

@@ -2,25 +2,35 @@
 
 A kernel that pays for more than one core is written as a serial ``nogil`` loop over a
 range of work items, ``kernel(first, last, *args)``; ``split`` cuts the range into slices
-that the calling thread and a small pool of Python threads take in turn (a shared ticket,
+that the calling thread and a small pool of helper threads take in turn (a shared ticket,
 so a thread slowed by another process takes fewer slices).
 
 Why not ``numba.prange``: its OpenMP team's idle threads spin, and so do OpenBLAS's after
 each matmul. A training step alternates the two (a compiled conv, then numpy's matmul
 for a linear layer), and on the 2-core development machine each runtime's spinning
 threads starved the other's workers: the CNN step's conv layers, forward and backward,
-measured 2-10x slower than either alone. The pool here waits on a queue, asleep, and is
-independent of numba's threading layer, so it is also safe to call from several Python
-threads at once.
+measured 2-10x slower than either alone.
+
+The helpers here wait in two stages. For ``SPIN_SECONDS`` after a task they watch a counter
+without the GIL (``corenn_numba._spin_jit``: an atomic read, ``pause`` and ``sched_yield``
+each turn, so any other thread that wants the core gets it), because the next kernel of a
+training step usually comes within that time and a thread woken from sleep starts 15-30
+microseconds late on these virtual machines. Then they sleep on a condition. While they
+work and spin, numpy's OpenBLAS runs on one thread (``corenn_numba._blas``: its spinning
+worker would otherwise hold the helpers' core). The calling thread waits for the helpers'
+last slices the same way. One ``split`` at a time uses the pool; a call from another Python
+thread meanwhile runs its slices on its own thread.
 """
 from __future__ import annotations
 
 import itertools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 
 import numpy as np
+
+from corenn_numba import _blas
 
 #: Below this much work (in multiply-adds or element operations) a call runs on the calling
 #: thread alone: waking the pool costs some tens of microseconds.
@@ -28,9 +38,17 @@ MIN_WORK = 1 << 22
 #: Slices per thread: enough that an unequal share evens out, few enough that each slice is long.
 SLICES_PER_THREAD = 4
 
-_pool: ThreadPoolExecutor | None = None
+#: How long an idle helper watches for the next task before it sleeps (``CORENN_NUMBA_SPIN``, seconds; 0: sleep
+#: at once); the caller watches as long for the helpers' last slices.
+SPIN_SECONDS = float(os.environ.get("CORENN_NUMBA_SPIN", "0.002"))
+
+_pool: "_Pool | None" = None
 _pool_key = None
 _pool_lock = threading.Lock()
+
+# Where the pool's counters live in its int64 array: published tasks, and helpers still at the current one
+# (64 bytes apart: each on its own cache line).
+_PUBLISHED, _RUNNING = 0, 8
 
 
 def thread_count() -> int:
@@ -39,15 +57,87 @@ def thread_count() -> int:
     return numba.get_num_threads()
 
 
-def _helpers(count: int) -> ThreadPoolExecutor:
+class _Pool:
+    """``count`` helper threads that run whatever task the calling thread publishes, together with it."""
+
+    def __init__(self, count: int):
+        from corenn_numba import _spin_jit
+        self._wait = _spin_jit.wait_while_equal
+        self.counters = np.zeros(16, dtype=np.int64)
+        self.spins = _spins_for(self._wait, self.counters, SPIN_SECONDS)
+        self.task = None
+        self.errors: list = []
+        self.busy = threading.Lock()            # one split at a time
+        self.published = threading.Condition()  # helpers asleep wait here for a task
+        self.finished = threading.Condition()   # the caller asleep waits here for the helpers
+        self.threads = [threading.Thread(target=self._serve, name=f"corenn-numba_{k}", daemon=True)
+                        for k in range(count)]
+        for thread in self.threads:
+            thread.start()
+
+    def _serve(self) -> None:
+        counters, seen = self.counters, 0
+        while True:
+            published = self._wait(counters, _PUBLISHED, seen, self.spins)
+            if published == seen:
+                with self.published:
+                    if counters[_PUBLISHED] == seen:
+                        _blas.give_back()  # the helpers are going to sleep: OpenBLAS may have its threads
+                    while counters[_PUBLISHED] == seen:
+                        self.published.wait()
+                    published = int(counters[_PUBLISHED])
+            seen = published
+            try:
+                self.task()
+            except BaseException as error:  # raised by the caller, once every slice is done
+                self.errors.append(error)
+            finally:
+                with self.finished:
+                    counters[_RUNNING] -= 1
+                    self.finished.notify()
+
+    def run(self, drain) -> None:
+        """``drain()`` on the calling thread and on every helper; returns when all have returned."""
+        counters = self.counters
+        self.task, self.errors = drain, []
+        with self.published:
+            _blas.take()  # see corenn_numba._blas: a spinning OpenBLAS worker would hold the helpers' core
+            counters[_RUNNING] = len(self.threads)
+            counters[_PUBLISHED] += 1
+            self.published.notify_all()
+        try:
+            drain()
+        finally:
+            running = int(counters[_RUNNING])
+            while running:  # watch the helpers finish, then sleep if they take long
+                now = self._wait(counters, _RUNNING, running, self.spins)
+                if now == running:
+                    with self.finished:
+                        while counters[_RUNNING]:
+                            self.finished.wait()
+                    break
+                running = now
+        if self.errors:
+            raise self.errors[0]
+
+
+def _spins_for(wait, counters, seconds: float) -> int:
+    """How many turns of ``wait``'s loop take about ``seconds`` on this machine (each reads and yields once)."""
+    trial = 2000
+    wait(counters, 15, 0, 1)  # compiled (or loaded from the cache) first
+    start = time.perf_counter()
+    wait(counters, 15, 0, trial)
+    per_turn = max((time.perf_counter() - start) / trial, 1e-8)
+    return max(1, int(seconds / per_turn))
+
+
+def _helpers(count: int) -> "_Pool":
     """The pool of helper threads, made again after a fork (its threads do not exist in the child)."""
     global _pool, _pool_key
     key = (os.getpid(), count)
     with _pool_lock:
         if _pool_key != key:
-            if _pool is not None and _pool_key[0] == os.getpid():
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="corenn-numba")
+            _pool = _Pool(count)  # a pool of another size stays behind, asleep (its threads are daemons)
             _pool_key = key
         return _pool
 
@@ -74,12 +164,14 @@ def split(kernel, items: int, work: float, *args) -> list:
             results[k] = kernel(bounds[k], bounds[k + 1], *args)
 
     pool = _helpers(threads - 1)
-    helpers = [pool.submit(drain) for _ in range(threads - 1)]
+    if not pool.busy.acquire(blocking=False):  # another thread's call has the pool
+        for k in range(slices):
+            results[k] = kernel(bounds[k], bounds[k + 1], *args)
+        return results
     try:
-        drain()
+        pool.run(drain)
     finally:
-        for helper in helpers:
-            helper.result()
+        pool.busy.release()
     return results
 
 

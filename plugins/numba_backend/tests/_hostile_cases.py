@@ -466,7 +466,8 @@ RECORDED: dict = {}
 def record_entry_calls():
     """Run each overridden op family once and keep the arguments of the first call of every entry point."""
     modules = [__import__(f"corenn_numba.{name}", fromlist=["_"]) for name in
-               ("_gemm_jit", "_conv_jit", "_nn_jit", "_norms_jit", "_pooling_jit", "_scatter_jit", "_optim_jit")]
+               ("_gemm_jit", "_conv_jit", "_nn_jit", "_norms_jit", "_pooling_jit", "_scatter_jit", "_optim_jit",
+                "_spin_jit")]
     originals = []
     for module in modules:
         for name, entry in list(vars(module).items()):

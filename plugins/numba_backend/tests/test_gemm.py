@@ -59,28 +59,32 @@ def test_microkernel_store_writes_runs_of_the_tile_with_row_bias_and_nothing_els
     expected_tile = a @ b + bias[:, None]
     row_stride = 50
     out = np.full(gemm.MR * row_stride, -7.0, dtype=dtype)
-    # Tile columns 3..9 to the very start of each row (the store's base lies before it), 10..12 skipped,
-    # 13..end to offset 20: masked stores that start mid-register and cross a register boundary.
-    runs = np.array([3, 0, 7, 13, 20, columns - 13], dtype=np.int64)
+    # Tile columns 1 .. 1+half (across the two registers) to the very start of each row (the store's base lies
+    # before it), column half+1 skipped, the rest to offset 20: masked stores that start mid-register.
+    half = columns // 2
+    runs = np.array([1, 0, half, half + 2, 20, half - 2], dtype=np.int64)
     assert _call_store(np.ascontiguousarray(a.T).reshape(-1), b.reshape(-1), np.arange(depth) * columns, depth, out,
                        0, row_stride, rows, runs, 2, bias) is True  # every stored value finite
     expected = np.full_like(out, -7.0)
     for i in range(rows):
         start = i * row_stride
-        expected[start:start + 7] = expected_tile[i, 3:10]
-        expected[start + 20:start + 20 + columns - 13] = expected_tile[i, 13:]
+        expected[start:start + half] = expected_tile[i, 1:1 + half]
+        expected[start + 20:start + 20 + half - 2] = expected_tile[i, half + 2:]
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, expected, rtol=tolerance, atol=tolerance)
 
 
-@pytest.mark.parametrize("where, stored", [((0, 11), False), ((0, 3), True), ((gemm.MR - 1, 20), False)])
+@pytest.mark.parametrize("where, stored", [("column skipped", False), ("column stored", True),
+                                           ("row past rows", False)])
 def test_microkernel_store_says_whether_what_it_stored_is_finite(where, stored):
-    # An inf in tile column 11 (not in a run) or in a row past ``rows`` is computed but not stored.
+    # An inf in a tile column no run stores, or in a row past ``rows``, is computed but not stored.
     columns, depth, rows = gemm.nr(np.float32), 4, gemm.MR - 1
+    half = columns // 2
+    row, column = {"column skipped": (0, half - 1), "column stored": (0, 1), "row past rows": (gemm.MR - 1, 2)}[where]
     a = np.ones((gemm.MR, depth), np.float32)
     b = np.ones((depth, columns), np.float32)
-    a[where[0], 0], b[0, where[1]] = 1e30, 1e30  # their product overflows float32: inf in one tile entry
-    runs = np.array([0, 0, 10, 12, 10, columns - 12], dtype=np.int64)
+    a[row, 0], b[0, column] = 1e30, 1e30  # their product overflows float32: inf in one tile entry
+    runs = np.array([0, 0, half - 1, half, half, columns - half], dtype=np.int64)
     out = np.zeros(gemm.MR * columns, np.float32)
     finite = _call_store(np.ascontiguousarray(a.T).reshape(-1), b.reshape(-1), np.arange(depth) * columns, depth, out,
                          0, columns, rows, runs, 2, np.zeros(gemm.MR, np.float32))

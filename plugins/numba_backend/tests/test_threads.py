@@ -1,11 +1,14 @@
-"""corenn_numba._threads.split: every work item runs once, errors surface, small calls stay inline, forks work."""
+"""corenn_numba._threads.split: every work item runs once, errors surface, small calls stay inline, forks work;
+the helpers' spin-wait, and numpy's OpenBLAS held to one thread while they work (corenn_numba._blas)."""
 import multiprocessing
 import threading
+import time
 
 import numba
+import numpy as np
 import pytest
 
-from corenn_numba import _threads
+from corenn_numba import _blas, _threads
 
 
 @pytest.fixture
@@ -81,3 +84,70 @@ def test_a_forked_child_gets_its_own_pool(two_threads):
         child.kill()
     assert child.exitcode == 0, "the child hung or failed using the pool inherited from its parent"
     assert sum(queue.get(timeout=5)) == 10
+
+
+def test_spin_wait_returns_the_new_value_or_gives_up_after_its_turns():
+    from corenn_numba import _spin_jit
+    counters = np.zeros(16, dtype=np.int64)
+    assert _spin_jit.wait_while_equal(counters, 3, 0, 50) == 0  # unchanged: gives up
+    counters[3] = 7
+    assert _spin_jit.wait_while_equal(counters, 3, 0, 10 ** 9) == 7
+    changer = threading.Timer(0.01, counters.__setitem__, (5, 2))
+    changer.start()
+    assert _spin_jit.wait_while_equal(counters, 5, 0, 10 ** 9) == 2  # another thread's write is seen
+    changer.join()
+    with pytest.raises(ValueError, match=r"wait_while_equal\(\): argument 'index'"):
+        _spin_jit.wait_while_equal(counters, 16, 0, 1)
+    with pytest.raises(TypeError, match=r"wait_while_equal\(\): argument 'counters' must be of dtype int64"):
+        _spin_jit.wait_while_equal(counters.astype(np.int32), 0, 0, 1)
+
+
+def test_calls_from_two_threads_at_once_each_get_every_item(two_threads):
+    outcomes = []
+
+    def kernel(first, last):
+        time.sleep(0.001)
+        return list(range(first, last))
+
+    def call():
+        outcomes.append([item for part in _threads.split(kernel, 40, 1.0) for item in part])
+
+    callers = [threading.Thread(target=call) for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=60)
+    assert outcomes == [list(range(40))] * 3
+
+
+def _openblas_threads():
+    libraries = _blas._find()
+    return [get() for get, _ in libraries]
+
+
+def _until_released():
+    deadline = time.monotonic() + 10
+    while _blas.held() and time.monotonic() < deadline:  # the helpers spin a moment, then sleep
+        time.sleep(0.01)
+    return not _blas.held()
+
+
+@pytest.mark.skipif(not _blas.wanted() or not _openblas_threads(), reason="needs Linux and numpy on OpenBLAS")
+def test_openblas_runs_on_one_thread_while_the_helpers_work_and_gets_its_threads_back(two_threads):
+    assert _until_released()  # an earlier test's kernels may have left the helpers spinning
+    before = _openblas_threads()
+    seen = []
+    _threads.split(lambda first, last: seen.append(_openblas_threads()), 8, 1.0)
+    assert all(counts == [1] * len(before) for counts in seen)
+    assert _until_released()
+    assert _openblas_threads() == before
+
+
+def test_openblas_is_left_alone_with_corenn_numba_blas_keep(two_threads, monkeypatch):
+    assert _until_released()
+    monkeypatch.setenv(_blas.ENV, "keep")
+    before = _openblas_threads()
+    seen = []
+    _threads.split(lambda first, last: seen.append(_openblas_threads()), 8, 1.0)
+    assert seen and all(counts == before for counts in seen)
+    assert not _blas.held()
