@@ -12,12 +12,14 @@ step in mode ``measure``, medians of interleaved blocks in one process:
 - helpers spinning between tasks, OpenBLAS on 2 threads: 4.9 ms;
 - helpers spinning, OpenBLAS on 1 thread: 3.3 ms.
 
-So while the helpers are at work (``_threads.split`` hands out work, and for ``SPIN_SECONDS``
-after) numpy's OpenBLAS runs on one thread; when the helpers go to sleep it gets its thread
-count back. Products small enough to share a step with a convolution lose little on one
-thread (a 64x1568 by 1568x10 product: 20 us on two threads, 29 on one); a program whose large
-matmuls run between the plugin's kernels would lose more, and can keep OpenBLAS as it is with
-``CORENN_NUMBA_BLAS=keep``.
+So once a convolution kernel has handed out work to the helpers (``_threads.split(...,
+hold_blas=True)``), numpy's OpenBLAS runs on one thread until the helpers go to sleep,
+``SPIN_SECONDS`` after their last task; then it gets its thread count back. Products small
+enough to share a step with a convolution lose little on one thread (a 64x1568 by 1568x10
+product: 20 us on two threads, 29 on one); the dense layer's own kernel does not hold
+OpenBLAS, because the products it leaves to OpenBLAS are the large ones (128x784 by 784x512:
+282 us on two threads, 467 on one). A program whose large matmuls run between convolutions
+would lose on those, and can keep OpenBLAS as it is with ``CORENN_NUMBA_BLAS=keep``.
 
 The libraries are found as threadpoolctl finds them: OpenBLAS builds already loaded in the
 process (``/proc/self/maps``), through their ``openblas_set_num_threads`` (numpy's is

@@ -96,12 +96,13 @@ class _Pool:
                     counters[_RUNNING] -= 1
                     self.finished.notify()
 
-    def run(self, drain) -> None:
+    def run(self, drain, hold_blas: bool) -> None:
         """``drain()`` on the calling thread and on every helper; returns when all have returned."""
         counters = self.counters
         self.task, self.errors = drain, []
         with self.published:
-            _blas.take()  # see corenn_numba._blas: a spinning OpenBLAS worker would hold the helpers' core
+            if hold_blas:
+                _blas.take()  # see corenn_numba._blas: a spinning OpenBLAS worker would hold the helpers' core
             counters[_RUNNING] = len(self.threads)
             counters[_PUBLISHED] += 1
             self.published.notify_all()
@@ -142,8 +143,12 @@ def _helpers(count: int) -> "_Pool":
         return _pool
 
 
-def split(kernel, items: int, work: float, *args) -> list:
+def split(kernel, items: int, work: float, *args, hold_blas: bool = False) -> list:
     """``kernel(first, last, *args)`` over ``range(items)``, in slices on up to ``thread_count()`` threads.
+
+    With ``hold_blas``, numpy's OpenBLAS runs on one thread from then on, until the helpers go to
+    sleep (``corenn_numba._blas``): for kernels that share a training step with small BLAS products
+    (convolutions), not for the dense layer's products, which take the place of larger ones.
 
     ``work`` is the call's rough cost; under ``MIN_WORK`` everything runs on the calling thread.
     Returns what each slice returned (a kernel that reduces returns its partial result). An
@@ -169,13 +174,13 @@ def split(kernel, items: int, work: float, *args) -> list:
             results[k] = kernel(bounds[k], bounds[k + 1], *args)
         return results
     try:
-        pool.run(drain)
+        pool.run(drain, hold_blas)
     finally:
         pool.busy.release()
     return results
 
 
-def split_sum(kernel, items: int, work: float, *args):
+def split_sum(kernel, items: int, work: float, *args, hold_blas: bool = False):
     """``split`` for a kernel that returns a partial sum (an array) per slice: their total."""
-    partials = split(kernel, items, work, *args)
+    partials = split(kernel, items, work, *args, hold_blas=hold_blas)
     return partials[0] if len(partials) == 1 else np.sum(partials, axis=0)

@@ -170,9 +170,9 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
         height_p, width_p = x4.shape[2] + top + bottom, x4.shape[3] + left + right
         grid = (out_size[0] - 1) * width_p + out_size[1]  # see conv_forward_stride1
         return all(split(gemm.conv_forward_stride1, n * groups * -(-grid // columns), work, x4, top, left, height_p,
-                         width_p, panels, bias, has_bias, out, columns, *kernel, *dilation, *out_size))
+                         width_p, panels, bias, has_bias, out, columns, *kernel, *dilation, *out_size, hold_blas=True))
     return all(split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias,
-                     out, columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size))
+                     out, columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size, hold_blas=True))
 
 
 def _stride1_rows(x4, weight_g):
@@ -211,9 +211,9 @@ def _weight_grad_im2col(x4, grad3, weight_g, geometry):
     n, rows_per_group = x4.shape[0], weight_g.shape[2]
     work = grad3.size * rows_per_group
     if rows_per_group <= DOTS_MAX_ROWS:
-        return split_sum(jit.weight_grad_by_dots, n, work, x4, grad3, weight_g.shape[0], *geometry)
+        return split_sum(jit.weight_grad_by_dots, n, work, x4, grad3, weight_g.shape[0], *geometry, hold_blas=True)
     total = split_sum(gemm.conv_weight_grad_im2col, n, work, x4, grad3, weight_g.shape[0], gemm.nr(x4.dtype),
-                      *geometry)
+                      *geometry, hold_blas=True)
     return np.ascontiguousarray(total.transpose(0, 2, 1))  # (groups, taps, channels) -> (groups, channels, taps)
 
 
@@ -229,7 +229,7 @@ def _weight_grad_stride1(x4, grad3, weight_g, pads, dilation, kernel, out_size, 
     grad4 = grad3.reshape(grad3.shape[:2] + tuple(out_size))
     total = split_sum(gemm.conv_weight_grad_stride1, n, grad3.size * weight_g.shape[2], x4, grad4, groups, input_rows,
                       -(-rows // gemm.MR), -(-cols // columns) * columns, columns, *kernel, *dilation, top, left,
-                      *padded_size, *out_size)
+                      *padded_size, *out_size, hold_blas=True)
     # tiles (groups, taps, column blocks, row blocks, MR, columns) -> (groups, rows, taps, cols) -> (groups, O/g, C/g, taps)
     total = total.reshape(total.shape[:4] + (gemm.MR, columns)).transpose(0, 3, 4, 1, 2, 5).reshape(
         groups, total.shape[3] * gemm.MR, total.shape[1], total.shape[2] * columns)[:, :rows, :, :cols]

@@ -136,8 +136,10 @@ def _until_released():
 def test_openblas_runs_on_one_thread_while_the_helpers_work_and_gets_its_threads_back(two_threads):
     assert _until_released()  # an earlier test's kernels may have left the helpers spinning
     before = _openblas_threads()
-    seen = []
-    _threads.split(lambda first, last: seen.append(_openblas_threads()), 8, 1.0)
+    seen, untouched = [], []
+    _threads.split(lambda first, last: untouched.append(_openblas_threads()), 8, 1.0)  # the dense layer's calls
+    assert untouched and all(counts == before for counts in untouched) and not _blas.held()
+    _threads.split(lambda first, last: seen.append(_openblas_threads()), 8, 1.0, hold_blas=True)  # conv's
     assert all(counts == [1] * len(before) for counts in seen)
     assert _until_released()
     assert _openblas_threads() == before
@@ -148,6 +150,6 @@ def test_openblas_is_left_alone_with_corenn_numba_blas_keep(two_threads, monkeyp
     monkeypatch.setenv(_blas.ENV, "keep")
     before = _openblas_threads()
     seen = []
-    _threads.split(lambda first, last: seen.append(_openblas_threads()), 8, 1.0)
+    _threads.split(lambda first, last: seen.append(_openblas_threads()), 8, 1.0, hold_blas=True)
     assert seen and all(counts == before for counts in seen)
     assert not _blas.held()
