@@ -98,6 +98,8 @@ def _lift(x, weight, stride, dilation):
 class Conv(KernelOverride, core_conv.Conv):
     """``conv`` for 1-d and 2-d float32/float64 inputs on the microkernel (im2col + BLAS for what it leaves)."""
 
+    holds_blas = True  # its threaded kernels hold numpy's OpenBLAS to one thread (corenn_numba._blas)
+
     @staticmethod
     def handles(x, weight, bias=None, *, stride, padding, dilation, groups):
         return _handled(x, weight, bias)
@@ -259,6 +261,8 @@ def _input_grad_stride1(grad3, weight_g, x_shape, pads, dilation, kernel, out_si
 
 class ConvTranspose(KernelOverride, core_conv.ConvTranspose):
     """``conv_transpose`` for 1-d and 2-d float32/float64 inputs: the conv kernels run the other way."""
+
+    holds_blas = True
 
     @staticmethod
     def handles(x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
