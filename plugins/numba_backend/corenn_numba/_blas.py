@@ -3,23 +3,16 @@
 After each multithreaded call OpenBLAS keeps its worker threads spinning, waiting for the
 next call, for about a tenth of a second. In a training step that mixes the core's BLAS
 products (a small classifier layer, chosen by calibration) with the plugin's threaded
-kernels (convolutions), that spinning worker holds the core the plugin's helper thread
-needs, on every step. Measured on the 2-core development machine, the demo CNN's training
-step in mode ``measure``, medians of interleaved blocks in one process:
-
-- helpers asleep between tasks, OpenBLAS on 2 threads: 4.7 ms;
-- OpenBLAS on 1 thread, helpers asleep (woken 15-30 us late): 4.8 ms;
-- helpers spinning between tasks, OpenBLAS on 2 threads: 4.9 ms;
-- helpers spinning, OpenBLAS on 1 thread: 3.3 ms.
+convolutions, that spinning worker holds the core the plugin's helper thread needs, on every
+step (docs/numba.md, "Threads", has the measurements).
 
 So once a convolution kernel has handed out work to the helpers (``_threads.split(...,
 hold_blas=True)``), numpy's OpenBLAS runs on one thread until the helpers go to sleep,
 ``SPIN_SECONDS`` after their last task; then it gets its thread count back. Products small
-enough to share a step with a convolution lose little on one thread (a 64x1568 by 1568x10
-product: 20 us on two threads, 29 on one); the dense layer's own kernel does not hold
-OpenBLAS, because the products it leaves to OpenBLAS are the large ones (128x784 by 784x512:
-282 us on two threads, 467 on one). A program whose large matmuls run between convolutions
-would lose on those, and can keep OpenBLAS as it is with ``CORENN_NUMBA_BLAS=keep``.
+enough to share a step with a convolution lose little on one thread; the dense layer's own
+kernel does not hold OpenBLAS, because the products it leaves to OpenBLAS are the large ones,
+which do. A program whose large matmuls run between convolutions can keep OpenBLAS as it is
+with ``CORENN_NUMBA_BLAS=keep``.
 
 The libraries are found as threadpoolctl finds them: OpenBLAS builds already loaded in the
 process (``/proc/self/maps``), through their ``openblas_set_num_threads`` (numpy's is

@@ -14,8 +14,8 @@ measured 2-10x slower than either alone.
 The helpers here wait in two stages. For ``SPIN_SECONDS`` after a task they watch a counter
 without the GIL (``corenn_numba._spin_jit``: an atomic read, ``pause`` and ``sched_yield``
 each turn, so any other thread that wants the core gets it), because the next kernel of a
-training step usually comes within that time and a thread woken from sleep starts 15-30
-microseconds late on these virtual machines. Then they sleep on a condition. While they
+training step usually comes within that time and a thread woken from sleep starts late (tens
+of microseconds on virtual machines). Then they sleep on a condition. While they
 work and spin, numpy's OpenBLAS runs on one thread (``corenn_numba._blas``: its spinning
 worker would otherwise hold the helpers' core). The calling thread waits for the helpers'
 last slices the same way. One ``split`` at a time uses the pool; a call from another Python

@@ -366,9 +366,8 @@ def _time_both(kernel_cls, args, params) -> dict:
     convolutions, see ``corenn_numba._blas``) is timed in its own block first, after
     ``BLAS_QUIET_S`` for a worker the core's last product left spinning to go to sleep, and the
     core in a block after it with OpenBLAS given back: turns taken in alternation put the
-    core's spinning worker on the kernel's helper core (measured: the 64->64 conv forward at
-    20-24 ms in turns, 12.3 ms alone, with AVX2 code). Each side is timed as a program that
-    chose it would run it.
+    core's spinning worker on the kernel's helper core, and made the kernel look up to twice
+    as slow as it runs. Each side is timed as a program that chose it would run it.
     """
     core = kernel_cls.core_kernel
     backward = _has_backward(kernel_cls, args)
