@@ -103,6 +103,27 @@ class _Kernel:
         return self.builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined),
                                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
+    def begin_loop(self, count, name):
+        """Open a loop of ``count`` iterations (none when ``count`` <= 0) whose body is one block: returns the
+        block before it, that block, the block after it and the iteration index (a phi, from 0)."""
+        builder = self.builder
+        entry = builder.block
+        loop = builder.append_basic_block(f"{name}_loop")
+        done = builder.append_basic_block(f"{name}_done")
+        builder.cbranch(builder.icmp_signed(">", count, self.const(0)), loop, done)
+        builder.position_at_end(loop)
+        index = builder.phi(self.index)
+        index.add_incoming(self.const(0), entry)
+        return entry, loop, done, index
+
+    def end_loop(self, index, count, loop, done):
+        """Close :meth:`begin_loop`'s loop; the builder continues after it."""
+        builder = self.builder
+        following = builder.add(index, self.const(1))
+        index.add_incoming(following, loop)
+        builder.cbranch(builder.icmp_signed("<", following, count), loop, done)
+        builder.position_at_end(done)
+
     def accumulate(self, a_ptr, b_ptr, rows_ptr, b_start, depth, initial=None):
         """``initial`` (default zero) plus the ``tile_rows`` x NR tile of A @ B, ``tile_rows * VECTORS_PER_ROW``
         vector values (row-major), see ``microkernel``."""
@@ -111,15 +132,9 @@ class _Kernel:
                                              f"llvm.fma.{self.suffix}")
         rows = self.tile_rows
         initial = initial or [ir.Constant(self.vector, [0.0] * self.lanes)] * (rows * VECTORS_PER_ROW)
-        entry = builder.block
-        loop = builder.append_basic_block("depth_loop")
-        done = builder.append_basic_block("depth_done")
-        builder.cbranch(builder.icmp_signed(">", depth, const(0)), loop, done)
 
         # One iteration per step p of the shared dimension; the accumulators are loop-carried values.
-        builder.position_at_end(loop)
-        p = builder.phi(self.index)
-        p.add_incoming(const(0), entry)
+        entry, loop, done, p = self.begin_loop(depth, "depth")
         accumulators = [builder.phi(self.vector) for _ in range(rows * VECTORS_PER_ROW)]
         for phi, value in zip(accumulators, initial):
             phi.add_incoming(value, entry)
@@ -132,13 +147,9 @@ class _Kernel:
             broadcast = self.splat(builder.load(builder.gep(a_ptr, [builder.add(a_column, const(i))])))
             for v in range(VECTORS_PER_ROW):
                 updated.append(builder.call(fma, [broadcast, b_vectors[v], accumulators[i * VECTORS_PER_ROW + v]]))
-        p_next = builder.add(p, const(1))
-        p.add_incoming(p_next, loop)
         for phi, value in zip(accumulators, updated):
             phi.add_incoming(value, loop)
-        builder.cbranch(builder.icmp_signed("<", p_next, depth), loop, done)
-
-        builder.position_at_end(done)
+        self.end_loop(p, depth, loop, done)
         results = [builder.phi(self.vector) for _ in range(rows * VECTORS_PER_ROW)]  # LLVM wants every phi first
         for k, result in enumerate(results):
             result.add_incoming(initial[k], entry)
@@ -226,13 +237,7 @@ def _store_kernel(tile_rows: int, name: str):
             # One iteration per run: the masks pick its tile columns, the base pointer shifts them onto its output.
             # ``bad`` collects, lane by lane, the stored values that are inf or nan (v - v is nan only for those).
             no_lanes = ir.Constant(mask_type, [0] * lanes)
-            entry = builder.block
-            loop = builder.append_basic_block("run_loop")
-            done = builder.append_basic_block("runs_done")
-            builder.cbranch(builder.icmp_signed(">", run_count_value, const(0)), loop, done)
-            builder.position_at_end(loop)
-            k = builder.phi(kernel.index)
-            k.add_incoming(const(0), entry)
+            entry, loop, done, k = kernel.begin_loop(run_count_value, "run")
             bad = builder.phi(mask_type)
             bad.add_incoming(no_lanes, entry)
             bad_now = bad
@@ -253,10 +258,7 @@ def _store_kernel(tile_rows: int, name: str):
                     bad_now = builder.or_(bad_now, builder.and_(mask, builder.fcmp_unordered("uno", difference,
                                                                                                difference)))
             bad.add_incoming(bad_now, loop)
-            k_next = builder.add(k, const(1))
-            k.add_incoming(k_next, loop)
-            builder.cbranch(builder.icmp_signed("<", k_next, run_count_value), loop, done)
-            builder.position_at_end(done)
+            kernel.end_loop(k, run_count_value, loop, done)
             bad_lanes = builder.phi(mask_type)
             bad_lanes.add_incoming(no_lanes, entry)
             bad_lanes.add_incoming(bad_now, loop)
