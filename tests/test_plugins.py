@@ -53,23 +53,20 @@ class ToyDevicePlugin:
         return [f"{self.device_type}: {self.counter.to_device} transfers in, {self.counter.to_host} out"]
 
 
-class CountingRelu(Op):
-    """relu that counts its calls: proves which kernel ran."""
+class CountingNeg(Op):
+    """neg that counts its calls: proves which kernel ran (neg: an op none of our plugins overrides)."""
 
-    grad_fn_name = "ReluBackward0"
+    grad_fn_name = "NegBackward0"
     calls = 0
 
     @staticmethod
     def forward(ctx, a):
-        CountingRelu.calls += 1
-        out = ctx.xp.maximum(a, 0)
-        ctx.save_for_backward(out)
-        return out
+        CountingNeg.calls += 1
+        return -a
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_arrays
-        return grad * (out > 0)
+        return -grad
 
 
 class KernelPlugin:
@@ -79,7 +76,7 @@ class KernelPlugin:
 
     @corenn.hookimpl
     def corenn_register_kernels(self):
-        return [KernelRegistration("relu", self.device_type, CountingRelu, priority=self.priority)]
+        return [KernelRegistration("neg", self.device_type, CountingNeg, priority=self.priority)]
 
 
 @pytest.fixture(autouse=True)
@@ -153,43 +150,43 @@ def test_backend_with_invalid_device_type_fails():
 
 def test_corenn_register_kernels_priority_override_and_removal(corenn_plugin):
     x = corenn.tensor([-1.0, 2.0], dtype=corenn.float64, requires_grad=True)
-    CountingRelu.calls = 0
+    CountingNeg.calls = 0
     with register_plugin(KernelPlugin(priority=10)) as record:
-        assert dispatch.kernels.source_of("relu", "cpu") == record.name
-        out = corenn.relu(x)
-        assert CountingRelu.calls == 1
-        assert out.tolist() == [0.0, 2.0]
-        assert gradcheck(corenn.relu, (corenn.tensor([-1.5, 0.7, 2.0], dtype=corenn.float64, requires_grad=True),))
-        assert record.to_dict()["kernels"] == [{"op": "relu", "device_type": "cpu", "priority": 10,
+        assert dispatch.kernels.source_of("neg", "cpu") == record.name
+        out = corenn.neg(x)
+        assert CountingNeg.calls == 1
+        assert out.tolist() == [1.0, -2.0]
+        assert gradcheck(corenn.neg, (corenn.tensor([-1.5, 0.7, 2.0], dtype=corenn.float64, requires_grad=True),))
+        assert record.to_dict()["kernels"] == [{"op": "neg", "device_type": "cpu", "priority": 10,
                                                 "overrides": ["corenn.ops"], "shadowed_by": None}]
-    calls = CountingRelu.calls
-    corenn.relu(x)
-    assert CountingRelu.calls == calls  # the core kernel is back
-    assert dispatch.kernels.source_of("relu", "cpu") == "corenn.ops"
+    calls = CountingNeg.calls
+    corenn.neg(x)
+    assert CountingNeg.calls == calls  # the core kernel is back
+    assert dispatch.kernels.source_of("neg", "cpu") == "corenn.ops"
 
 
 def test_kernel_with_priority_zero_does_not_override_the_core(corenn_plugin):
-    CountingRelu.calls = 0
+    CountingNeg.calls = 0
     record = corenn_plugin(KernelPlugin(priority=0))
-    corenn.relu(corenn.ones(2))
-    assert CountingRelu.calls == 0  # equal priority: the first registered (the core) wins
+    corenn.neg(corenn.ones(2))
+    assert CountingNeg.calls == 0  # equal priority: the first registered (the core) wins
     assert record.to_dict()["kernels"][0]["overrides"] == []
 
 
 def test_kernel_for_one_device_type_leaves_others_alone(corenn_plugin):
     corenn_plugin(ToyDevicePlugin())
     corenn_plugin(KernelPlugin(device_type="toy", priority=5))
-    CountingRelu.calls = 0
-    corenn.relu(corenn.ones(2))
-    assert CountingRelu.calls == 0
-    corenn.relu(corenn.ones(2, device="toy"))
-    assert CountingRelu.calls == 1
+    CountingNeg.calls = 0
+    corenn.neg(corenn.ones(2))
+    assert CountingNeg.calls == 0
+    corenn.neg(corenn.ones(2, device="toy"))
+    assert CountingNeg.calls == 1
 
 
 @pytest.mark.parametrize("answer, message", [
     (["not a registration"], "returned a str, expected corenn.dispatch.KernelRegistration"),
-    ([KernelRegistration("relu", "cpu", lambda x: x, priority=1)], "expected a subclass of corenn.autograd.node.Op"),
-    ([KernelRegistration("relu", "cpu", CountingRelu, priority=1.5)], "has priority 1.5, expected an int"),
+    ([KernelRegistration("neg", "cpu", lambda x: x, priority=1)], "expected a subclass of corenn.autograd.node.Op"),
+    ([KernelRegistration("neg", "cpu", CountingNeg, priority=1.5)], "has priority 1.5, expected an int"),
     (42, "must return an iterable of corenn.dispatch.KernelRegistration, got int"),
 ])
 def test_malformed_kernel_registrations_fail_the_plugin(answer, message):
@@ -200,7 +197,7 @@ def test_malformed_kernel_registrations_fail_the_plugin(answer, message):
     with pytest.warns(plugins.PluginWarning, match=message):
         with register_plugin(Malformed(), allow_failure=True) as record:
             assert record.status == "failed" and message in record.reason and record.kernels == []
-    assert dispatch.kernels.source_of("relu", "cpu") == "corenn.ops"
+    assert dispatch.kernels.source_of("neg", "cpu") == "corenn.ops"
 
 
 # -- failures and unavailability --------------------------------------------------------------------------------------
@@ -302,7 +299,7 @@ def test_builtin_plugins_are_registered_through_the_hooks():
     cpu, ops = plugins.records["corenn.backends.cpu"], plugins.records["corenn.ops"]
     assert cpu.builtin and cpu.devices == ["cpu"] and "corenn_register_backends" in cpu.hooks
     assert ops.builtin and "corenn_register_kernels" in ops.hooks
-    assert {r.op for r in ops.kernels} >= {"add", "matmul", "relu", "sum"}
+    assert {r.op for r in ops.kernels} >= {"add", "matmul", "neg", "sum"}
     assert all(r.priority == 0 and r.device_type == "*" for r in ops.kernels)
     assert plugins.ensure_loaded() is False  # already loaded at import
 
@@ -382,7 +379,7 @@ def test_fx_tracing_asks_the_plugin_leaf_rules(corenn_plugin):
             self.lin = nn.Linear(2, 2)
 
         def forward(self, x):
-            return self.lin(x).relu()
+            return self.lin(x).neg()
 
     class Model(nn.Module):
         def __init__(self):
@@ -660,7 +657,7 @@ def test_list_plugins_includes_runtime_plugins_with_their_contributions(corenn_p
     listed = {r.name: r.to_dict() for r in plugins.list_plugins()}
     assert listed["toyplug"]["devices"] == ["toy"]
     assert listed["toyplug"]["hooks"] == ["corenn_info_lines", "corenn_register_backends"]
-    assert listed["toykernels"]["kernels"] == [{"op": "relu", "device_type": "toy", "priority": 3,
+    assert listed["toykernels"]["kernels"] == [{"op": "neg", "device_type": "toy", "priority": 3,
                                                 "overrides": ["corenn.ops"], "shadowed_by": None}]
     assert listed["toyplug"]["distribution"] is None and listed["toyplug"]["status"] == "active"
 

@@ -9,7 +9,7 @@ import corenn
 from corenn import dispatch, plugins
 from corenn.dispatch import Backend, KernelRegistration
 from corenn.testing import register_plugin
-from test_plugins import CountingRelu
+from test_plugins import CountingNeg
 
 
 class Everything:
@@ -28,7 +28,7 @@ class Everything:
 
     @corenn.hookimpl
     def corenn_register_kernels(self):
-        return [KernelRegistration("relu", "cpu", CountingRelu, priority=10)]
+        return [KernelRegistration("neg", "cpu", CountingNeg, priority=10)]
 
     @corenn.hookimpl
     def corenn_op_observers(self):
@@ -60,7 +60,7 @@ def _no_leftovers():
 
 
 def _contributes(plugin) -> dict:
-    return {"kernel": dispatch.kernels.source_of("relu", "cpu") == "everything",
+    return {"kernel": dispatch.kernels.source_of("neg", "cpu") == "everything",
             "observer": any(o is plugin for o in dispatch.observers),
             "fx rule": plugin.rule in plugins.fx_leaf_module_rules(),
             "state handler": plugin.handler in plugins.module_state_handlers(),
@@ -75,9 +75,9 @@ def test_disable_turns_every_contribution_off_and_enable_back_on():
         assert record.status == "disabled"
         assert record.reason == "disabled at run time by corenn.plugins.disable('everything')"
         assert not any(_contributes(plugin).values())
-        CountingRelu.calls = 0
-        corenn.relu(corenn.ones(2))
-        assert CountingRelu.calls == 0 and plugin.ops == []  # the core ran, unobserved
+        CountingNeg.calls = 0
+        corenn.neg(corenn.ones(2))
+        assert CountingNeg.calls == 0 and plugin.ops == []  # the core ran, unobserved
         assert {r.name: r.status for r in plugins.list_plugins()}["everything"] == "disabled"
         assert all(k["overrides"] == [] for k in record.to_dict()["kernels"])
         assert [line for r, line in plugins.info_lines() if r is record] == []
@@ -85,10 +85,10 @@ def test_disable_turns_every_contribution_off_and_enable_back_on():
         plugins.disable(plugin)  # by object, and a second time: nothing changes
         assert plugins.enable("everything") is record and record.status == "active" and record.reason is None
         assert all(_contributes(plugin).values())
-        corenn.relu(corenn.ones(2))
-        assert CountingRelu.calls == 1 and plugin.ops == ["relu"]
+        corenn.neg(corenn.ones(2))
+        assert CountingNeg.calls == 1 and plugin.ops == ["neg"]
         plugins.enable(plugin)  # enabling an active plugin registers nothing twice
-        assert [r.source for r in dispatch.kernels.registrations("relu")].count("everything") == 1
+        assert [r.source for r in dispatch.kernels.registrations("neg")].count("everything") == 1
 
 
 def test_disabled_block_turns_on_again_only_what_was_on():
@@ -167,25 +167,25 @@ def _kernels_plugin(*registrations):
 
 
 @pytest.mark.parametrize("registration, message", [
-    (KernelRegistration("reul", "cpu", CountingRelu, priority=5),
-     "op 'reul' is not a corenn op (did you mean 'relu'?)"),
-    (KernelRegistration("frobnicate", "*", CountingRelu, priority=5), "op 'frobnicate' is not a corenn op;"),
-    (KernelRegistration("relu", "nosuchdevice", CountingRelu, priority=5),
-     "kernel for op 'relu' names device type 'nosuchdevice', which no backend provides"),
-    (KernelRegistration("relu", "cpuu", CountingRelu, priority=5), "device type 'cpuu' (did you mean 'cpu'?)"),
+    (KernelRegistration("negg", "cpu", CountingNeg, priority=5),
+     "op 'negg' is not a corenn op (did you mean 'neg'?)"),
+    (KernelRegistration("frobnicate", "*", CountingNeg, priority=5), "op 'frobnicate' is not a corenn op;"),
+    (KernelRegistration("neg", "nosuchdevice", CountingNeg, priority=5),
+     "kernel for op 'neg' names device type 'nosuchdevice', which no backend provides"),
+    (KernelRegistration("neg", "cpuu", CountingNeg, priority=5), "device type 'cpuu' (did you mean 'cpu'?)"),
 ])
 def test_a_registration_for_an_unknown_op_or_device_fails_the_plugin(registration, message):
     """A corenn_register_kernels answer naming no core op, or no device, fails the whole plugin."""
-    good = KernelRegistration("relu", "cpu", CountingRelu, priority=5)
+    good = KernelRegistration("neg", "cpu", CountingNeg, priority=5)
     with pytest.warns(plugins.PluginWarning, match=r"corenn plugin 'typo' \(registered at run time\) failed"):
         with register_plugin(_kernels_plugin(good, registration), name="typo", allow_failure=True) as record:
             assert record.status == "failed" and message in record.reason, record.reason
             assert record.kernels == []
-    assert dispatch.kernels.source_of("relu", "cpu") == "corenn.ops"  # the good one went too
+    assert dispatch.kernels.source_of("neg", "cpu") == "corenn.ops"  # the good one went too
 
 
 def test_known_device_types_and_a_backend_registered_with_its_kernels_are_accepted():
-    cuda = KernelRegistration("relu", "cuda", CountingRelu, priority=5)  # corenn-cuda's type, GPU or not
+    cuda = KernelRegistration("neg", "cuda", CountingNeg, priority=5)  # corenn-cuda's type, GPU or not
     with register_plugin(_kernels_plugin(cuda), name="cudakernels") as record:
         assert record.status == "active"
 
@@ -197,31 +197,31 @@ def test_known_device_types_and_a_backend_registered_with_its_kernels_are_accept
 
         @corenn.hookimpl
         def corenn_register_kernels(self):
-            return [KernelRegistration("relu", "ownkernels", CountingRelu, priority=5)]
+            return [KernelRegistration("neg", "ownkernels", CountingNeg, priority=5)]
 
     with register_plugin(DeviceWithKernels(), name="ownkernels") as record:
         assert record.status == "active" and record.devices == ["ownkernels"]
 
 
-def _relu_plugin(kernel, priority):
+def _neg_plugin(kernel, priority):
     class Plugin:
         @corenn.hookimpl
         def corenn_register_kernels(self):
-            return [KernelRegistration("relu", "cpu", kernel, priority=priority)]
+            return [KernelRegistration("neg", "cpu", kernel, priority=priority)]
     return Plugin()
 
 
 def test_disable_and_enable_give_back_the_kernel_that_ran_before(capsys):
     """Two plugins tie on priority: the first registered runs, before and after the other is switched off and on."""
-    first = type("FirstRelu", (CountingRelu,), {})
-    second = type("SecondRelu", (CountingRelu,), {})
-    with register_plugin(_relu_plugin(first, 50), name="first"), \
-            register_plugin(_relu_plugin(second, 50), name="second"):
-        assert dispatch.kernels.lookup("relu", "cpu") is first
+    first = type("FirstNeg", (CountingNeg,), {})
+    second = type("SecondNeg", (CountingNeg,), {})
+    with register_plugin(_neg_plugin(first, 50), name="first"), \
+            register_plugin(_neg_plugin(second, 50), name="second"):
+        assert dispatch.kernels.lookup("neg", "cpu") is first
         with plugins.disabled("first"):
-            assert dispatch.kernels.lookup("relu", "cpu") is second
-        assert dispatch.kernels.lookup("relu", "cpu") is first  # not handed to "second" by re-registering
-        assert dispatch.kernels.source_of("relu", "cpu") == "first"
+            assert dispatch.kernels.lookup("neg", "cpu") is second
+        assert dispatch.kernels.lookup("neg", "cpu") is first  # not handed to "second" by re-registering
+        assert dispatch.kernels.source_of("neg", "cpu") == "first"
 
         # The listing says which registered kernel does not run, and which one does instead.
         listed = {r.name: r.to_dict() for r in plugins.list_plugins()}
@@ -229,4 +229,4 @@ def test_disable_and_enable_give_back_the_kernel_that_ran_before(capsys):
         assert listed["second"]["kernels"][0]["shadowed_by"] == "first"
         from corenn.__main__ import main
         assert main(["plugins"]) == 0
-        assert "not running, another kernel wins: relu (first)" in capsys.readouterr().out
+        assert "not running, another kernel wins: neg (first)" in capsys.readouterr().out
