@@ -15,10 +15,10 @@ The helpers here wait in two stages. For ``SPIN_SECONDS`` after a task they watc
 without the GIL (``corenn_numba._spin_jit``: an atomic read, ``pause`` and ``sched_yield``
 each turn, so any other thread that wants the core gets it), because the next kernel of a
 training step usually comes within that time and a thread woken from sleep starts late (tens
-of microseconds on virtual machines). Then they sleep on a condition. While they
-work and spin, numpy's OpenBLAS runs on one thread (``corenn_numba._blas``: its spinning
-worker would otherwise hold the helpers' core). The calling thread waits for the helpers'
-last slices the same way. One ``split`` at a time uses the pool; a call from another Python
+of microseconds on virtual machines). Then they sleep on a condition. Once a convolution has
+used them, numpy's OpenBLAS runs on one thread until they sleep (``corenn_numba._blas``: its
+spinning worker would otherwise hold the helpers' core). The calling thread waits for the
+helpers' last slices the same way. One ``split`` at a time uses the pool; a call from another Python
 thread meanwhile runs its slices on its own thread.
 """
 from __future__ import annotations
@@ -31,6 +31,9 @@ import time
 import numpy as np
 
 from corenn_numba import _blas
+from corenn_numba._base import LazyModule
+
+_spin = LazyModule("corenn_numba._spin_jit")  # numba, loaded when the first pool starts (kernels have run by then)
 
 #: Below this much work (in multiply-adds or element operations) a call runs on the calling
 #: thread alone: waking the pool costs some tens of microseconds.
@@ -61,8 +64,7 @@ class _Pool:
     """``count`` helper threads that run whatever task the calling thread publishes, together with it."""
 
     def __init__(self, count: int):
-        from corenn_numba import _spin_jit
-        self._wait = _spin_jit.wait_while_equal
+        self._wait = _spin.wait_while_equal
         self.counters = np.zeros(16, dtype=np.int64)
         self.spins = _spins_for(self._wait, self.counters, SPIN_SECONDS)
         self.task = None
