@@ -506,7 +506,7 @@ def _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group, tile_rows):
     return blocks
 
 
-@_jit
+@numba.njit(cache=True, inline="always")  # a call per tile: inlined, it costs nothing (measured 4% as a call)
 def _store(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count, row_bias):
     """``microkernel_store`` or, for a weight of single rows (``pack_weight``), ``microkernel_store_row``."""
     if weight_panel.shape[0] == depth:
