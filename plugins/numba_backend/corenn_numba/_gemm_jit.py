@@ -14,12 +14,14 @@ memory on every step (measured 7 GFLOP/s). ``microkernel`` is therefore written 
 as LLVM IR through ``numba.extending.intrinsic``: ``MR x NR`` accumulators as vector
 values, one ``llvm.fma`` per vector per step of the shared dimension -- the BLIS design,
 in which everything else (packing the operands into the order the kernel reads them,
-edges, threads) is ordinary numba code. On Zen 5 one core runs it at about 170 GFLOP/s
-(float32), where numpy's BLAS gets about 100 per core.
+edges, threads) is ordinary numba code (figures in docs/numba.md). Variants share that loop:
+``microkernel_add`` adds to a tile, and ``microkernel_store`` (``microkernel_store_row`` for a
+single row) stores the tile straight from registers into the output, run by run.
 
-The convolution does not build an im2col matrix at all: ``_pack_columns`` writes the im2col
-columns of ``NR`` output pixels straight into the packed panel the kernel reads, a panel
-that stays in the core's cache while every block of output channels is computed from it.
+The convolution does not build an im2col matrix at all: stride 1 reads B in place from each
+image padded in cache (``conv_forward_stride1``); other strides have ``_pack_columns`` write
+the im2col columns of ``NR`` output pixels straight into the packed panel the kernel reads, a
+panel that stays in the core's cache while every block of output channels is computed from it.
 Work items (image, group, block of pixels) are split over threads by ``corenn_numba._threads``;
 each item owns its output tiles, so no locks are needed.
 """

@@ -4,22 +4,25 @@ conv runs on the register-blocked microkernel of ``_gemm_jit`` (LLVM vector FMAs
 machine's full width, where numpy's OpenBLAS may use half of it), without an im2col matrix:
 
 - forward, stride 1 (every 'same' and 'valid' 3x3 conv): an implicit GEMM whose B operand
-  is read in place from the zero-padded input;
+  is read in place from each image zero-padded in cache, its tiles stored straight from
+  registers (``microkernel_store``);
 - forward, other strides: the im2col columns of a few output pixels are packed straight into
   the panel the microkernel reads, and consumed while in cache;
 - backward, stride 1: the input gradient is itself a stride-1 conv (of the output gradient
-  with the kernel flipped and the channels swapped), and the weight gradient is one
-  microkernel call per (tap, channel blocks) over a channels-last copy of each image.
+  with the kernel flipped and the channels swapped), and the weight gradient is a
+  microkernel product per (tap, channel blocks) of the output gradient and each image laid
+  out on the padded grid, the input or the output channels on the tile's rows, whichever
+  pads less (``_stride1_rows``).
 
 Work items (image, group, pixel block) are split over threads by ``_threads.split``.
 
 ``conv_transpose`` is the same pair run the other way: its forward is a conv's input
 gradient, its backward that conv's forward and weight gradient.
 
-Every other weight gradient (strided convs; stride 1 with fewer than 16 input channels per
-group, where the channels-last kernel's 32-channel blocks would be mostly padding) packs each
-image's im2col columns for the microkernel, or with at most ``DOTS_MAX_ROWS`` rows per group
-(one input channel under a 3x3 kernel) takes dot products of image-long rows.
+Every other weight gradient (strided convs; stride 1 with so few channels per group that
+either layout would compute mostly padding) packs each image's im2col columns for the
+microkernel, or with at most ``DOTS_MAX_ROWS`` rows per group (one input channel under a 3x3
+kernel) takes dot products of image-long rows.
 
 The input gradient of a strided conv (and the forward of a strided ``conv_transpose``) is
 col2im of W.T @ grad: a compiled im2col/col2im over a chunk of a few images at a time (about
