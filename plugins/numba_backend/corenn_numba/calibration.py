@@ -299,15 +299,24 @@ _PLAIN = frozenset({int, bool, str, type(None)})
 def _exact_key(args: tuple, params: dict) -> tuple:
     """The per-call key: every array's shape, strides and dtype, and the other arguments (cheap: no bucketing).
 
-    This runs on every call of an override, tiny ones included, so arrays and plain values are
-    spelled out in one comprehension and the rest (lists of arrays, index tuples) left to ``_describe``.
+    This runs on every call of an override, tiny ones included, so arrays, plain values, floats
+    (learning rates: ``"float"``, as in the shape class) and the optimizer updates' lists of
+    arrays are spelled out in comprehensions; the rest (index tuples) is left to ``_describe``.
     """
     key = [(value.shape, value.strides, value.dtype) if type(value) is np.ndarray
-           else value if type(value) in _PLAIN else _describe(value, True) for value in args]
+           else value if type(value) in _PLAIN else "float" if type(value) is float
+           else _arrays_key(value) if type(value) is list else _describe(value, True) for value in args]
     if params:
         key += [(name, (value.shape, value.dtype) if type(value) is np.ndarray
-                 else value if type(value) in _PLAIN else _describe(value, True)) for name, value in params.items()]
+                 else value if type(value) in _PLAIN else "float" if type(value) is float
+                 else _describe(value, True)) for name, value in params.items()]
     return tuple(key)
+
+
+def _arrays_key(values: list) -> tuple:
+    """A list of arrays (or Nones: momentum buffers not made yet) by each one's shape and dtype."""
+    return tuple([(value.shape, value.dtype) if type(value) is np.ndarray else _describe(value, True)
+                  for value in values])
 
 
 # -- timing ----------------------------------------------------------------------------------------------------------
