@@ -102,5 +102,5 @@ def status() -> str:
     """One line for ``python -m corenn info``."""
     if not wanted():
         return "numpy's OpenBLAS threads left as they are"
-    return ("numpy's OpenBLAS on 1 thread while the compiled kernels' helper threads work "
+    return ("numpy's OpenBLAS on 1 thread while the convolutions' helper threads work "
             f"({ENV}=keep to leave it)")
