@@ -176,12 +176,14 @@ def _check(xq: np.ndarray, weights: LinearWeights, scales, bias) -> None:
         raise RuntimeError(f"int8 linear: expected uint8 (M, K) activations and int8 (N, K) weights, got "
                            f"{getattr(xq, 'dtype', type(xq).__name__)} {getattr(xq, 'shape', '')} and int8 "
                            f"{weights.shape}")
-    if scales.dtype != np.float32 or scales.shape != (n_features,):
-        raise RuntimeError(f"int8 linear: expected float32 scales of shape ({n_features},), got {scales.dtype} "
-                           f"{scales.shape}")
-    if bias is not None and (bias.dtype != np.float32 or bias.shape != (n_features,)):
-        raise RuntimeError(f"int8 linear: expected a float32 bias of shape ({n_features},), got {bias.dtype} "
-                           f"{bias.shape}")
+    _check_per_feature("int8 linear", "float32 scales", scales, n_features)
+    _check_per_feature("int8 linear", "a float32 bias", bias, n_features)
+
+
+def _check_per_feature(function: str, what: str, values, n_features: int) -> None:
+    """RuntimeError unless ``values`` (None passes: no bias) is float32 of shape (n_features,); ``what`` names it."""
+    if values is not None and (values.dtype != np.float32 or values.shape != (n_features,)):
+        raise RuntimeError(f"{function}: expected {what} of shape ({n_features},), got {values.dtype} {values.shape}")
 
 
 def _accumulate_numpy(xq: np.ndarray, wq_t_float: np.ndarray) -> np.ndarray:
@@ -317,12 +319,8 @@ def linear_dynamic(x: np.ndarray, weights: LinearWeights, weight_scales, bias, r
     m_rows = x.shape[0]
     if x.shape[1] != k_depth:
         raise RuntimeError(f"int8 dynamic linear: expected rows of {k_depth} features, got {x.shape[1]}")
-    if weight_scales.dtype != np.float32 or weight_scales.shape != (n_features,):
-        raise RuntimeError(f"int8 dynamic linear: expected float32 weight scales of shape ({n_features},), got "
-                           f"{weight_scales.dtype} {weight_scales.shape}")
-    if bias is not None and (bias.dtype != np.float32 or bias.shape != (n_features,)):
-        raise RuntimeError(f"int8 dynamic linear: expected a float32 bias of shape ({n_features},), got {bias.dtype} "
-                           f"{bias.shape}")
+    _check_per_feature("int8 dynamic linear", "float32 weight scales", weight_scales, n_features)
+    _check_per_feature("int8 dynamic linear", "a float32 bias", bias, n_features)
     kind = _compiled_kind(k_depth)
     if kind is None:
         xq, x_scale, x_zero_point = quantize_rows_dynamic(x, reduce_range)

@@ -735,6 +735,13 @@ class _QuantizedEmbeddingBase(nn.Module):
                f"qscheme={per_channel_affine_float_qparams!r}"
 
 
+def _refuse_max_norm(max_norm, name: str) -> None:
+    """NotImplementedError for a ``max_norm``: the rows are not renormalised (PyTorch's quantized embeddings ignore it)."""
+    if max_norm is not None:
+        raise NotImplementedError(f"quantized.{name}: max_norm is not supported by corenn-quantize (the rows are not "
+                                  f"renormalised; PyTorch's quantized {name} ignores it)")
+
+
 class Embedding(_QuantizedEmbeddingBase):
     """Quantized ``Embedding`` (``torch.ao.nn.quantized.Embedding``): uint8 rows with float qparams, float output.
 
@@ -746,9 +753,7 @@ class Embedding(_QuantizedEmbeddingBase):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, dtype=quint8):
         super().__init__()
-        if max_norm is not None:
-            raise NotImplementedError("quantized.Embedding: max_norm is not supported by corenn-quantize (the rows "
-                                      "are not renormalised; PyTorch's quantized Embedding ignores it)")
+        _refuse_max_norm(max_norm, "Embedding")
         self._init_weight(num_embeddings, embedding_dim, dtype, "Embedding")
         self.padding_idx = padding_idx
         if _weight is not None:
@@ -764,9 +769,7 @@ class Embedding(_QuantizedEmbeddingBase):
     def from_float(cls, module, weight_observer=None):
         if type(module) is not nn.Embedding:
             raise AssertionError("nnq.Embedding.from_float only works for Embedding")
-        if module.max_norm is not None:
-            raise NotImplementedError("quantized.Embedding: max_norm is not supported by corenn-quantize (the rows "
-                                      "are not renormalised; PyTorch's quantized Embedding ignores it)")
+        _refuse_max_norm(module.max_norm, "Embedding")
         quantized = cls(module.num_embeddings, module.embedding_dim)
         quantized.set_weight(cls._quantized_weight(module, weight_observer, "Embedding"))
         return quantized
@@ -785,9 +788,7 @@ class EmbeddingBag(_QuantizedEmbeddingBase):
                  scale_grad_by_freq=False, mode="sum", sparse=False, _weight=None, include_last_offset=False,
                  dtype=quint8):
         super().__init__()
-        if max_norm is not None:
-            raise NotImplementedError("quantized.EmbeddingBag: max_norm is not supported by corenn-quantize (the "
-                                      "rows are not renormalised; PyTorch's quantized EmbeddingBag ignores it)")
+        _refuse_max_norm(max_norm, "EmbeddingBag")
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"quantized.EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
         self._init_weight(num_embeddings, embedding_dim, dtype, "EmbeddingBag")
@@ -814,9 +815,7 @@ class EmbeddingBag(_QuantizedEmbeddingBase):
     def from_float(cls, module, weight_observer=None):
         if type(module) is not nn.EmbeddingBag:
             raise AssertionError("nnq.EmbeddingBag.from_float only works for EmbeddingBag")
-        if module.max_norm is not None:
-            raise NotImplementedError("quantized.EmbeddingBag: max_norm is not supported by corenn-quantize (the "
-                                      "rows are not renormalised; PyTorch's quantized EmbeddingBag ignores it)")
+        _refuse_max_norm(module.max_norm, "EmbeddingBag")
         if module.padding_idx is not None:
             raise NotImplementedError("quantized.EmbeddingBag: padding_idx is not supported by corenn-quantize "
                                       "(PyTorch's quantized EmbeddingBag has none)")
