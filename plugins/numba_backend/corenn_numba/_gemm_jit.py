@@ -34,7 +34,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 from corenn_numba._checks import array, entry, fail, floats, integer, integers, work_range
 from corenn_numba._conv_jit import (_add, _copy, _copy_strided, _im2col, _inside, _zero, check_groups as
@@ -340,7 +340,7 @@ def _check_conv_forward(first, last, x, weight_panels, bias, has_bias, out, colu
 
 
 def _check_conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_panels, bias, has_bias, out,
-                                columns, kh, kw, dh, dw, out_h, out_w):
+                                columns, line_blocks, kh, kw, dh, dw, out_h, out_w):
     f = "conv_forward_stride1"
     dtype = floats(f, "x", x, ndim=4)
     n, channels, height, width = x.shape
@@ -357,8 +357,11 @@ def _check_conv_forward_stride1(first, last, x, top, left, height_p, width_p, we
         fail(f, f"argument 'out' must have shape ({n}, O, {out_h * out_w}), got {out.shape}")
     groups = _check_weight_panels(f, weight_panels, dtype, channels, out.shape[1], kh, kw)
     _check_bias(f, bias, has_bias, dtype, out.shape[1])
-    grid = (out_h - 1) * width_p + out_w
-    work_range(f, first, last, n * groups * -(-grid // columns))
+    integer(f, "line_blocks", line_blocks, 0)
+    if line_blocks not in (0, -(-out_w // columns)):
+        fail(f, f"argument 'line_blocks' must be 0 (blocks along the grid) or {-(-out_w // columns)} (blocks of "
+                f"{columns} along each of the {out_w}-pixel output rows), got {line_blocks}")
+    work_range(f, first, last, n * groups * image_blocks(line_blocks, columns, width_p, out_h, out_w))
 
 
 def _check_conv_weight_grad_stride1(first, last, x, grad, groups, input_rows, row_blocks, wide, columns, kh, kw, dh,
@@ -556,10 +559,31 @@ def _pad_image(x, b, c0, channels, top, left, padded, height_p, width_p):
                 destination[k] = row[k]
 
 
+def stride1_line_blocks(columns, width_p, out_h, out_w):
+    """``conv_forward_stride1``'s ``line_blocks``: tiles along the padded grid (0) or along each output row
+    (``ceil(out_w / columns)``), whichever computes fewer tiles per image.
+
+    Along the grid a tile's columns run on across the ``Wp - out_w`` padding columns into the next row, so the
+    padding is computed too (2 of every 34 columns for a 3x3 'same' conv on 32x32). Along rows nothing is
+    computed past an output row's end but what rounds it up to whole tiles: none where ``out_w`` is a multiple
+    of ``columns`` (32x32 images), much where rows are short (16 pixels in tiles of 32).
+    """
+    along_rows = -(-out_w // columns)
+    return along_rows if out_h * along_rows < image_blocks(0, columns, width_p, out_h, out_w) else 0
+
+
+@register_jitable  # plain Python for conv.py and the checks, inlined in the driver
+def image_blocks(line_blocks, columns, width_p, out_h, out_w):
+    """Tiles of ``columns`` output positions per image and group (see ``stride1_line_blocks``)."""
+    if line_blocks:
+        return out_h * line_blocks
+    return -(-((out_h - 1) * width_p + out_w) // columns)  # grid positions up to the last wanted pixel
+
+
 @entry(_check_conv_forward_stride1)
 @_jit_nogil
 def conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_panels, bias, has_bias, out, columns,
-                         kh, kw, dh, dw, out_h, out_w):
+                         line_blocks, kh, kw, dh, dw, out_h, out_w):
     """Stride-1 ``conv_forward`` as an implicit GEMM: B is read in place from the zero-padded input.
 
     ``x`` (N, C, H, W) sits at (``top``, ``left``) of a zero grid ``Hp x Wp``; each work item
@@ -567,18 +591,18 @@ def conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_pa
     core's cache while the microkernel reads it). With stride 1 the input under kernel tap
     (c, i, j) for output pixel (y, x) is at flat offset ``c*Hp*Wp + i*dh*Wp + j*dw + y*Wp + x``
     of that buffer: for consecutive grid positions ``y*Wp + x`` the rows of B are contiguous
-    runs of it, so nothing is packed. The price is computing the grid's ``Wp - out_w``
-    padding columns too (2 of 34 for a 3x3 'same' conv on 32x32), whose results are not
-    stored. Runs work items ``first .. last`` of the ``N * groups * ceil(grid / columns)``
-    (image, group, block of grid positions). Returns whether every stored value is finite.
+    runs of it, so nothing is packed. A tile is ``columns`` consecutive grid positions: along
+    the grid (``line_blocks`` 0), or ``line_blocks`` tiles per output row
+    (``stride1_line_blocks`` picks); the positions that are not output pixels are computed
+    and not stored. Runs work items ``first .. last`` of the (image, group, tile) items.
+    Returns whether every stored value is finite.
     """
     n, channels = x.shape[0], x.shape[1]
     groups, row_blocks = weight_panels.shape[0], weight_panels.shape[1]
     c_per_group = channels // groups
     o_per_group = out.shape[1] // groups
     depth = c_per_group * kh * kw
-    grid = (out_h - 1) * width_p + out_w  # grid positions up to the last wanted pixel
-    col_blocks = (grid + columns - 1) // columns
+    col_blocks = image_blocks(line_blocks, columns, width_p, out_h, out_w)
     tap_rows = np.empty(depth, dtype=np.int64)
     for c in range(c_per_group):
         for i in range(kh):
@@ -598,8 +622,14 @@ def conv_forward_stride1(first, last, x, top, left, height_p, width_p, weight_pa
         if b * groups + g != image:
             image = b * groups + g
             _pad_image(x, b, g * c_per_group, c_per_group, top, left, padded, height_p, width_p)
-        q0 = (item - (b * groups + g) * col_blocks) * columns
-        run_count = _grid_runs(q0, columns, width_p, out_h, out_w, runs)
+        tile = item - (b * groups + g) * col_blocks
+        if line_blocks:  # the tile's positions end with its output row
+            y = tile // line_blocks
+            x0 = (tile - y * line_blocks) * columns
+            q0, span = y * width_p + x0, min(columns, out_w - x0)
+        else:
+            q0, span = tile * columns, columns
+        run_count = _grid_runs(q0, span, width_p, out_h, out_w, runs)
         for block in range(row_blocks):
             o0 = g * o_per_group + block * tile_rows
             finite &= _store(weight_panels[g, block], padded, tap_rows, q0, depth, flat,

@@ -173,9 +173,11 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
         cropped, ((top, bottom), (left, right)) = gemm.crop_negative_pads(x4, pads)
         x4 = np.ascontiguousarray(cropped)
         height_p, width_p = x4.shape[2] + top + bottom, x4.shape[3] + left + right
-        grid = (out_size[0] - 1) * width_p + out_size[1]  # see conv_forward_stride1
-        return all(split(gemm.conv_forward_stride1, n * groups * -(-grid // columns), work, x4, top, left, height_p,
-                         width_p, panels, bias, has_bias, out, columns, *kernel, *dilation, *out_size, hold_blas=True))
+        line_blocks = gemm.stride1_line_blocks(columns, width_p, *out_size)
+        tiles = gemm.image_blocks(line_blocks, columns, width_p, *out_size)
+        return all(split(gemm.conv_forward_stride1, n * groups * tiles, work, x4, top, left, height_p, width_p,
+                         panels, bias, has_bias, out, columns, line_blocks, *kernel, *dilation, *out_size,
+                         hold_blas=True))
     return all(split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias,
                      out, columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size, hold_blas=True))
 

@@ -155,6 +155,40 @@ def test_tile_edges_same_as_core(dtype, stride, groups):
     assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=(1, 2), groups=groups), arrays, dtype)
 
 
+def test_stride1_tiles_follow_output_rows_where_that_computes_fewer():
+    # (columns, padded width, out_h, out_w): 32x32 'same' in tiles of 32 -> 32 tiles along rows, 34 along the grid;
+    # 14x14 -> 14 along rows, 7 along the grid (two rows and their padding per tile).
+    assert numba_conv.gemm.stride1_line_blocks(32, 34, 32, 32) == 1
+    assert numba_conv.gemm.stride1_line_blocks(16, 34, 32, 32) == 2
+    assert numba_conv.gemm.stride1_line_blocks(32, 16, 14, 14) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("along_rows", [True, False])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_stride1_forward_tiles_along_rows_or_grid_same_as_core(monkeypatch, dtype, along_rows, groups):
+    # Both ways of cutting the padded grid into tiles forced, on rows of 39 pixels (whole tiles and a partial
+    # one in either dtype) with asymmetric padding and dilation; the input gradient is a stride-1 conv too.
+    gemm = numba_conv.gemm
+    monkeypatch.setattr(gemm, "stride1_line_blocks",
+                        lambda columns, width_p, out_h, out_w: -(-out_w // columns) if along_rows else 0)
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (2, 3 * groups, 5, 39), (10 * groups, 3, 3, 3), (10 * groups,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, padding=(1, 2), dilation=(1, 2), groups=groups), arrays,
+                        dtype)
+
+
+def test_stride1_forward_refuses_another_tiling():
+    gemm = numba_conv.gemm
+    x = np.zeros((1, 2, 4, 40), np.float32)
+    panels = gemm.pack_weight(np.zeros((1, 8, 18), np.float32))
+    out = np.zeros((1, 8, 4 * 40), np.float32)
+    columns = gemm.nr(np.float32)
+    with pytest.raises(ValueError, match=r"conv_forward_stride1\(\): argument 'line_blocks' must be 0"):
+        gemm.conv_forward_stride1(0, 1, x, 1, 1, 6, 42, panels, np.zeros(8, np.float32), True, out, columns,
+                                  -(-40 // columns) + 1, 3, 3, 1, 1, 4, 40)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("out_per_group", [1, 3])
