@@ -102,6 +102,49 @@ def test_spin_wait_returns_the_new_value_or_gives_up_after_its_turns():
         _spin_jit.wait_while_equal(counters.astype(np.int32), 0, 0, 1)
 
 
+def test_a_helper_reports_its_share_done_then_watches_for_the_next_task():
+    from corenn_numba import _spin_jit
+    running, asleep, published = 8, 16, 0
+    counters = np.zeros(24, dtype=np.int64)
+    counters[running] = 2
+    # Caller awake: one off the count, then the wait for a new task (none comes: gives up, the old value).
+    assert _spin_jit.finish_and_wait(counters, running, asleep, published, 0, 50) == 0
+    assert counters[running] == 1
+    counters[published] = 4
+    assert _spin_jit.finish_and_wait(counters, running, asleep, published, 3, 10 ** 9) == 4
+    assert counters[running] == 0
+    # Caller asleep: -1 at once (the helper must wake it), the count taken down all the same.
+    counters[running] = 1
+    assert _spin_jit.announce_sleep(counters, asleep, running) == 1 and counters[asleep] == 1
+    assert _spin_jit.finish_and_wait(counters, running, asleep, published, 4, 10 ** 9) == -1
+    assert counters[running] == 0 and _spin_jit.announce_sleep(counters, asleep, running) == 0
+    with pytest.raises(ValueError, match=r"finish_and_wait\(\): argument 'asleep'"):
+        _spin_jit.finish_and_wait(counters, running, 24, published, 0, 1)
+
+
+def test_a_caller_that_slept_waiting_for_a_slow_helper_is_woken(two_threads, monkeypatch):
+    # Slices far longer than the caller's spin: it sleeps on the condition and the helper wakes it.
+    for name in ("_pool", "_pool_key"):  # a pool made under the shorter spin below, the test's alone
+        monkeypatch.setattr(_threads, name, None)
+    monkeypatch.setattr(_threads, "SPIN_SECONDS", 1e-5)
+    threads, totals = set(), []
+
+    def kernel(first, last):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.02)
+        return last - first
+
+    def calls():
+        for _ in range(3):
+            totals.append(sum(_threads.split(kernel, 8, 1e9)))
+
+    caller = threading.Thread(target=calls, daemon=True)
+    caller.start()
+    caller.join(timeout=30)
+    assert not caller.is_alive(), "a lost wake-up: the caller still sleeps after its helper finished"
+    assert totals == [8, 8, 8] and len(threads) == 2
+
+
 def test_calls_from_two_threads_at_once_each_get_every_item(two_threads):
     outcomes = []
 
