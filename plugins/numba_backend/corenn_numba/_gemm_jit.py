@@ -16,7 +16,8 @@ values, one ``llvm.fma`` per vector per step of the shared dimension -- the BLIS
 in which everything else (packing the operands into the order the kernel reads them,
 edges, threads) is ordinary numba code (figures in docs/numba.md). Variants share that loop:
 ``microkernel_add`` adds to a tile, and ``microkernel_store`` (``microkernel_store_row`` for a
-single row) stores the tile straight from registers into the output, run by run.
+single row, ``microkernel_store_partial`` for a short last block of rows) stores the tile
+straight from registers into the output, run by run.
 
 The convolution does not build an im2col matrix at all: stride 1 reads B in place from each
 image padded in cache (``conv_forward_stride1``); other strides have ``_pack_columns`` write
@@ -281,6 +282,12 @@ microkernel_store = _store_kernel(MR, "microkernel_store")
 #: than half a tile (a conv's input gradient on 1 or 3 channels), where MR rows would mostly compute padding: per
 #: step of the shared dimension it loads as much of B and does a MR-th of the multiply-adds.
 microkernel_store_row = _store_kernel(1, "microkernel_store_row")
+#: Rows of the tile for a weight's last block when it has at most this many rows (``pack_weight``).
+PARTIAL_ROWS = 4
+#: ``microkernel_store`` for ``PARTIAL_ROWS`` x NR tiles: the last block of a weight whose row count leaves a short
+#: remainder, so that it does not cost a whole tile. With AVX2's 6-row tiles that is most channel counts: 64
+#: rows are ten tiles and one of 4 rows (not eleven of 6), 16 are two and one of 4 (not three).
+microkernel_store_partial = _store_kernel(PARTIAL_ROWS, "microkernel_store_partial")
 
 
 _jit = numba.njit(cache=True)
@@ -513,10 +520,14 @@ def _bias_blocks(bias, has_bias, groups, row_blocks, o_per_group, tile_rows):
 
 @numba.njit(cache=True, inline="always")  # a call per tile: inlined, it costs nothing (measured 4% as a call)
 def _store(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs, run_count, row_bias):
-    """``microkernel_store`` or, for a weight of single rows (``pack_weight``), ``microkernel_store_row``."""
+    """``microkernel_store``, or as ``pack_weight`` laid the block out: ``microkernel_store_row`` for a weight of
+    single rows, ``microkernel_store_partial`` for a last block of at most ``PARTIAL_ROWS`` rows."""
     if weight_panel.shape[0] == depth:
         return microkernel_store_row(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, 1,
                                      runs, run_count, row_bias)
+    if rows <= PARTIAL_ROWS < MR:
+        return microkernel_store_partial(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride,
+                                         rows, runs, run_count, row_bias)
     return microkernel_store(weight_panel, b_data, b_rows, b_start, depth, out, out_start, row_stride, rows, runs,
                              run_count, row_bias)
 
@@ -646,7 +657,9 @@ SINGLE_ROWS_MAX = MR // 2
 def pack_weight(weight_g):
     """(groups, O/g, depth) -> (groups, row_blocks, depth*MR): ``[g, blk, p*MR + i] = weight_g[g, blk*MR + i, p]``.
 
-    Rows past O/g (the last block's padding) are zero; their results are never stored. With at most
+    A last block of at most ``PARTIAL_ROWS`` rows is laid out for ``microkernel_store_partial``:
+    ``[g, last, p*PARTIAL_ROWS + i]``, in the first ``depth*PARTIAL_ROWS`` elements. Rows past O/g
+    (the last block's padding) are zero; their results are never stored. With at most
     ``SINGLE_ROWS_MAX`` rows per group the weight is returned as it is (contiguous): single rows.
     """
     groups, rows, depth = weight_g.shape
@@ -655,8 +668,13 @@ def pack_weight(weight_g):
     blocks = -(-rows // MR)
     padded = np.zeros((groups, blocks * MR, depth), dtype=weight_g.dtype)
     padded[:, :rows] = weight_g
-    return np.ascontiguousarray(padded.reshape(groups, blocks, MR, depth).transpose(0, 1, 3, 2)).reshape(
+    panels = np.ascontiguousarray(padded.reshape(groups, blocks, MR, depth).transpose(0, 1, 3, 2)).reshape(
         groups, blocks, depth * MR)
+    last = rows - (blocks - 1) * MR
+    if last <= PARTIAL_ROWS < MR:
+        panels[:, -1] = 0
+        panels[:, -1, :depth * PARTIAL_ROWS] = padded[:, -MR:-MR + PARTIAL_ROWS].transpose(0, 2, 1).reshape(groups, -1)
+    return panels
 
 
 def crop_negative_pads(x, pads):

@@ -155,6 +155,19 @@ def test_tile_edges_same_as_core(dtype, stride, groups):
     assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=(1, 2), groups=groups), arrays, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("last_rows", [1, numba_conv.gemm.PARTIAL_ROWS])
+def test_tile_edges_short_last_block_same_as_core(dtype, stride, last_rows):
+    # A full block of tile rows, then a last one short enough for the partial-block kernel (forward, and the
+    # stride-1 input gradient, a conv with as many output channels as this one has input channels).
+    gemm = numba_conv.gemm
+    channels = gemm.MR + last_rows
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (2, channels, 6, 7), (channels, channels, 3, 3), (channels,))
+    assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=1), arrays, dtype)
+
+
 def test_stride1_tiles_follow_output_rows_where_that_computes_fewer():
     # (columns, padded width, out_h, out_w): 32x32 'same' in tiles of 32 -> 32 tiles along rows, 34 along the grid;
     # 14x14 -> 14 along rows, 7 along the grid (two rows and their padding per tile).

@@ -114,14 +114,19 @@ def test_put_on_grid_lays_channels_out_as_the_reference_does(dtype, channels, la
     np.testing.assert_array_equal(buffer, expected)
 
 
-def test_pack_weight_lays_rows_out_in_microkernel_order():
-    weight = np.arange(2 * 11 * 3, dtype=np.float32).reshape(2, 11, 3)  # 2 groups, 11 rows: a partial block
+@pytest.mark.parametrize("last_rows", [gemm.PARTIAL_ROWS - 1, gemm.PARTIAL_ROWS + 1])
+def test_pack_weight_lays_rows_out_in_microkernel_order(last_rows):
+    # 2 groups, a full block and a partial one: laid out for the partial-block kernel when it is short enough.
+    rows, depth = gemm.MR + last_rows, 3
+    weight = np.arange(2 * rows * depth, dtype=np.float32).reshape(2, rows, depth) + 1
     panels = gemm.pack_weight(weight)
-    assert panels.shape == (2, 2, 3 * gemm.MR)
-    blocks = panels.reshape(2, 2, 3, gemm.MR)
+    assert panels.shape == (2, 2, depth * gemm.MR)
+    blocks = panels.reshape(2, 2, depth, gemm.MR)
     np.testing.assert_array_equal(blocks[1, 0, 2, :], weight[1, :gemm.MR, 2])
-    np.testing.assert_array_equal(blocks[1, 1, 2, :11 - gemm.MR], weight[1, gemm.MR:, 2])
-    assert not blocks[:, 1, :, 11 - gemm.MR:].any()  # the padding rows are zero
+    tile_rows = gemm.PARTIAL_ROWS if last_rows <= gemm.PARTIAL_ROWS < gemm.MR else gemm.MR
+    last = panels[:, 1, :depth * tile_rows].reshape(2, depth, tile_rows)
+    np.testing.assert_array_equal(last[:, :, :last_rows], weight[:, gemm.MR:].transpose(0, 2, 1))
+    assert not last[:, :, last_rows:].any() and not panels[:, 1, depth * tile_rows:].any()  # padding rows: zero
 
 
 AVX2_ONLY = "+avx,+avx2,+fma,+sse4.2,+popcnt,+f16c,+bmi,+bmi2"
