@@ -5,11 +5,14 @@ machine's full width, where numpy's OpenBLAS may use half of it), without an im2
 
 - forward, stride 1 (every 'same' and 'valid' 3x3 conv): an implicit GEMM whose B operand
   is read in place from each image zero-padded in cache, its tiles stored straight from
-  registers (``microkernel_store``);
+  registers (``microkernel_store``); a 3x3 conv with 32 or more channels each way and long
+  output rows runs as Winograd's F(2x2, 3x3) instead (``_winograd_jit``: 2.25x fewer
+  multiply-adds), falling back to the direct product where an output is inf or nan;
 - forward, other strides: the im2col columns of a few output pixels are packed straight into
   the panel the microkernel reads, and consumed while in cache;
 - backward, stride 1: the input gradient is itself a stride-1 conv (of the output gradient
-  with the kernel flipped and the channels swapped), and the weight gradient is a
+  with the kernel flipped and the channels swapped; Winograd where the forward would be), and
+  the weight gradient is a
   microkernel product per (tap, channel blocks) of the output gradient and each image laid
   out on the padded grid, the input or the output channels on the tile's rows, whichever
   pads less (``_stride1_rows``).
@@ -56,6 +59,7 @@ from corenn_numba.linear import matmul
 
 jit = LazyModule("corenn_numba._conv_jit")
 gemm = LazyModule("corenn_numba._gemm_jit")
+winograd = LazyModule("corenn_numba._winograd_jit")
 
 #: Bytes of im2col columns per chunk: a few images' worth that stay in the 1 MB L2 / shared L3 while
 #: the matmul reads them. Measured on the 64->64 3x3 conv (2.4 MB of columns per image): 1 image per
@@ -163,7 +167,6 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
     Stride 1 runs as an implicit GEMM over each image zero-padded in cache; other strides pack
     im2col panels as they go (see ``_gemm_jit``). Returns whether every output is finite.
     """
-    panels = gemm.pack_weight(weight_g)
     columns = gemm.nr(x4.dtype)
     has_bias = bias is not None
     bias = np.ascontiguousarray(bias) if has_bias else np.zeros(1, dtype=x4.dtype)
@@ -173,11 +176,25 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
         cropped, ((top, bottom), (left, right)) = gemm.crop_negative_pads(x4, pads)
         x4 = np.ascontiguousarray(cropped)
         height_p, width_p = x4.shape[2] + top + bottom, x4.shape[3] + left + right
+        channels, out_channels = x4.shape[1], out.shape[1]
+        if (tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and groups == 1
+                and winograd.worthwhile(channels, out_channels, out_size[1], x4.dtype)):
+            u_panels = winograd.transform_weight(weight_g.reshape(out_channels, channels, 3, 3))
+            rows = min(winograd.tile_rows_per_item(channels, out_channels, out_size[1], x4.dtype),
+                       (out_size[0] + 1) // 2)
+            items = n * -(-((out_size[0] + 1) // 2) // rows)
+            if all(split(winograd.winograd_forward, items, work * 4 // 9, x4, top, left, height_p, width_p, u_panels,
+                         bias, has_bias, out, columns, rows, *out_size, hold_blas=True)):
+                return True
+            # An inf or nan among the outputs: the direct product below gives the values the core does (see
+            # _winograd_jit), and reports them for the float32 overflow check as ever.
+        panels = gemm.pack_weight(weight_g)
         line_blocks = gemm.stride1_line_blocks(columns, width_p, *out_size)
         tiles = gemm.image_blocks(line_blocks, columns, width_p, *out_size)
         return all(split(gemm.conv_forward_stride1, n * groups * tiles, work, x4, top, left, height_p, width_p,
                          panels, bias, has_bias, out, columns, line_blocks, *kernel, *dilation, *out_size,
                          hold_blas=True))
+    panels = gemm.pack_weight(weight_g)
     return all(split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias,
                      out, columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size, hold_blas=True))
 

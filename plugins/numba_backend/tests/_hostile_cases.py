@@ -467,7 +467,7 @@ def record_entry_calls():
     """Run each overridden op family once and keep the arguments of the first call of every entry point."""
     modules = [__import__(f"corenn_numba.{name}", fromlist=["_"]) for name in
                ("_gemm_jit", "_conv_jit", "_nn_jit", "_norms_jit", "_pooling_jit", "_scatter_jit", "_optim_jit",
-                "_spin_jit")]
+                "_spin_jit", "_winograd_jit")]
     originals = []
     for module in modules:
         for name, entry in list(vars(module).items()):
@@ -498,6 +498,7 @@ def _exercise_every_family():
             F.conv2d(t(2, 4, 6, 6), t(20, 4, 3, 3), stride=stride).sum().backward()
             F.conv_transpose2d(t(2, 3, 4, 4), t(3, 2, 3, 3), t(2), stride=stride).sum().backward()
         F.conv2d(t(2, 40, 7, 7), t(8, 40, 3, 3), padding=2).sum().backward()
+        F.conv2d(t(1, 32, 5, 32), t(32, 32, 3, 3), t(32), padding=1).sum().backward()  # Winograd
         F.max_pool2d(t(2, 3, 6, 6), 2).sum().backward()
         F.max_pool2d(t(2, 3, 7, 7), 3, 2, 1).sum().backward()
         F.avg_pool2d(t(2, 3, 6, 6), 3, 2, 1).sum().backward()

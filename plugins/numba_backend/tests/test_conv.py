@@ -168,6 +168,59 @@ def test_tile_edges_short_last_block_same_as_core(dtype, stride, last_rows):
     assert_same_as_core(lambda x, w, b: F.conv2d(x, w, b, stride, padding=1), arrays, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size, padding", [((29, 30), 1), ((7, 9), 1), ((8, 6), ((0, 2), (2, 0)))])
+def test_winograd_same_as_core(monkeypatch, dtype, size, padding):
+    # Winograd F(2x2, 3x3) for the forward and the stride-1 input gradient, forced on for small shapes too:
+    # odd output sizes (a partial tile row and column), a row of tiles shorter than a vector, asymmetric
+    # padding (the core pads with F.pad first, then convolves unpadded).
+    winograd = numba_conv.winograd
+    monkeypatch.setattr(winograd, "worthwhile", lambda channels, out_channels, out_w, dtype: True)
+    calls = []
+    forward = winograd.winograd_forward
+    monkeypatch.setattr(winograd, "winograd_forward", lambda *args: calls.append(1) or forward(*args))
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, dtype, (2, 5) + size, (7, 5, 3, 3), (7,))
+    if isinstance(padding, tuple):
+        (top, bottom), (left, right) = padding
+        conv = lambda x, w, b: F.conv2d(F.pad(x, (left, right, top, bottom)), w, b)
+    else:
+        conv = lambda x, w, b: F.conv2d(x, w, b, padding=padding)
+    with corenn_numba.calibration.choosing("kernel"):
+        assert_same_as_core(conv, arrays, dtype)
+    assert calls  # it ran
+
+
+def test_winograd_runs_where_it_pays_and_leaves_inf_and_nan_to_the_direct_product():
+    winograd = numba_conv.winograd
+    assert winograd.worthwhile(64, 64, 32, np.float32)        # 16 tiles a row: whole vectors
+    assert not winograd.worthwhile(16, 32, 14, np.float32)    # few channels, and 7 tiles in a vector of 16
+    assert not winograd.worthwhile(64, 64, 16, np.float32)    # 8 tiles in a vector of 16
+    # An inf in the input: Winograd's transforms would give nan (inf - inf) to outputs whose window does not
+    # hold it; the direct product runs instead and gives the core's values, inf, nan and numbers alike.
+    rng = np.random.default_rng(0)
+    arrays = _arrays(rng, np.float32, (1, 32, 8, 32), (32, 32, 3, 3), (32,))
+    arrays[0][0, 3, 4, 10] = np.inf
+    arrays[0][0, 5, 2, 20] = np.nan
+    with corenn_numba.calibration.choosing("kernel"):
+        got = F.conv2d(corenn.tensor(arrays[0]), corenn.tensor(arrays[1]), corenn.tensor(arrays[2]), padding=1)
+    with corenn_numba.disabled():
+        expected = F.conv2d(corenn.tensor(arrays[0]), corenn.tensor(arrays[1]), corenn.tensor(arrays[2]), padding=1)
+    got, expected = got.numpy(), expected.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(expected), rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_refuses_a_weight_of_another_shape_by_name():
+    winograd = numba_conv.winograd
+    x = np.zeros((1, 4, 6, 6), np.float32)
+    out = np.zeros((1, 8, 36), np.float32)
+    u_panels = winograd.transform_weight(np.zeros((8, 3, 3, 3), np.float32))  # 3 input channels, not 4
+    with pytest.raises(ValueError, match=r"winograd_forward\(\): argument 'u_panels' must have shape"):
+        winograd.winograd_forward(0, 1, x, 1, 1, 8, 8, u_panels, np.zeros(8, np.float32), True, out,
+                                  numba_conv.gemm.nr(np.float32), 3, 6, 6)
+
+
 def test_stride1_tiles_follow_output_rows_where_that_computes_fewer():
     # (columns, padded width, out_h, out_w): 32x32 'same' in tiles of 32 -> 32 tiles along rows, 34 along the grid;
     # 14x14 -> 14 along rows, 7 along the grid (two rows and their padding per tile).

@@ -61,7 +61,7 @@ def test_hostile_inputs_in_a_subprocess(tmp_path):
 # ---------------------------------------------------------------------------------------------------------
 
 JIT_MODULES = ("_gemm_jit", "_conv_jit", "_nn_jit", "_norms_jit", "_pooling_jit", "_scatter_jit", "_optim_jit",
-               "_spin_jit")
+               "_spin_jit", "_winograd_jit")
 
 
 def _modules():
