@@ -96,10 +96,20 @@ def tile_rows_per_item(channels, out_channels, out_w, dtype) -> int:
 # The transforms, as LLVM IR on vectors of LANES tiles
 # ---------------------------------------------------------------------------------------------------------
 
-def _vector_types(dtype):
-    float_type = ir.FloatType() if dtype == types.float32 else ir.DoubleType()
-    count = VECTOR_BYTES // (4 if dtype == types.float32 else 8)
-    return float_type, ir.VectorType(float_type, count), ir.VectorType(float_type, 2 * count), count
+class _Operands:
+    """What both transforms' code starts from: the vector types for the arrays' dtype (a vector of LANES
+    tiles, and a pair of them), the data pointers of two arrays and some integer arguments as i64."""
+
+    def __init__(self, context, builder, signature, args, arrays, integers):
+        dtype = signature.args[arrays[0]].dtype
+        float_type = ir.FloatType() if dtype == types.float32 else ir.DoubleType()
+        self.item = 4 if dtype == types.float32 else 8
+        self.count = VECTOR_BYTES // self.item
+        self.vector = ir.VectorType(float_type, self.count)
+        self.pair = ir.VectorType(float_type, 2 * self.count)
+        self.source, self.target = (context.make_array(signature.args[k])(context, builder, args[k]).data
+                                    for k in arrays)
+        self.integers = [_index(builder, args[k]) for k in integers]
 
 
 def _check_transform_arrays(*arrays):
@@ -130,11 +140,10 @@ def _input_tiles(typingctx, padded, row_start, row_stride, v, v_start, v_stride)
     _check_transform_arrays(padded, v)
 
     def codegen(context, builder, signature, args):
-        float_type, vector, pair, count = _vector_types(signature.args[0].dtype)
-        item = 4 if float_type == ir.FloatType() else 8
-        source = context.make_array(signature.args[0])(context, builder, args[0]).data
-        target = context.make_array(signature.args[3])(context, builder, args[3]).data
-        start, stride, v_start, v_stride = (_index(builder, args[k]) for k in (1, 2, 4, 5))
+        operands = _Operands(context, builder, signature, args, (0, 3), (1, 2, 4, 5))
+        vector, pair, count, item = operands.vector, operands.pair, operands.count, operands.item
+        source, target = operands.source, operands.target
+        start, stride, v_start, v_stride = operands.integers
         mask = ir.VectorType(ir.IntType(32), count)
         even = ir.Constant(mask, [2 * k for k in range(count)])
         odd = ir.Constant(mask, [2 * k + 1 for k in range(count)])
@@ -167,11 +176,10 @@ def _output_tiles(typingctx, m, m_start, m_stride, shift, out, out_start, out_st
     _check_transform_arrays(m, out)
 
     def codegen(context, builder, signature, args):
-        float_type, vector, pair, count = _vector_types(signature.args[0].dtype)
-        item = 4 if float_type == ir.FloatType() else 8
-        source = context.make_array(signature.args[0])(context, builder, args[0]).data
-        target = context.make_array(signature.args[4])(context, builder, args[4]).data
-        m_start, m_stride, out_start, out_stride, columns, rows = (_index(builder, args[k]) for k in (1, 2, 5, 6, 7, 8))
+        operands = _Operands(context, builder, signature, args, (0, 4), (1, 2, 5, 6, 7, 8))
+        vector, pair, count, item = operands.vector, operands.pair, operands.count, operands.item
+        source, target = operands.source, operands.target
+        m_start, m_stride, out_start, out_stride, columns, rows = operands.integers
         index = ir.IntType(64)
         products = [_load(builder, vector, source, builder.add(m_start, builder.mul(m_stride, ir.Constant(index, xi))),
                           item) for xi in range(16)]
