@@ -490,3 +490,26 @@ def test_float32_conv_matches_pytorch_on_a_training_sized_batch():
     expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
                                           padding=1).numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.torch
+def test_winograd_conv_matches_pytorch_forward_and_backward():
+    # A layer Winograd takes (64 channels each way, 32-wide output rows), float32, against PyTorch's direct
+    # product: outputs and both gradients (the input gradient runs as a Winograd conv too).
+    torch = pytest.importorskip("torch")
+    assert numba_conv.winograd.worthwhile(64, 64, 32, np.float32)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 64, 12, 32)).astype(np.float32)
+    w = (rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    upstream = rng.standard_normal((2, 64, 12, 32)).astype(np.float32)
+    with corenn_numba.calibration.choosing("kernel"):
+        ours = [corenn.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = F.conv2d(*ours, padding=1)
+        out.backward(corenn.tensor(upstream))
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    expected = torch.nn.functional.conv2d(*theirs, padding=1)
+    expected.backward(torch.from_numpy(upstream))
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-4)
+    for mine, reference in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad.numpy(), reference.grad.numpy(), rtol=1e-4, atol=2e-4)
