@@ -49,44 +49,76 @@ _jit_nogil = numba.njit(cache=True, nogil=True)
 #: Bytes of the vectors of tiles the transforms work on (64: one AVX-512 register; two on AVX2).
 VECTOR_BYTES = 64
 
-#: G (4 x 3): the weight's transform, U = G g G^T.
-G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-
 #: Bytes of an item's transformed input and products together. Measured on the 64->64 conv on 32x32 (AVX-512,
 #: one core): 8.3 ms at 256 KB, 6.9 at 512 KB, 7.1 at 1 and 2 MB.
 ITEM_BYTES = 1 << 19
 
 
-def lanes(dtype) -> int:
-    """Tiles per vector of the transforms: 16 float32, 8 float64."""
-    return VECTOR_BYTES // np.dtype(dtype).itemsize
+def lanes(out_w, dtype) -> int | None:
+    """Tiles per vector for rows of ``ceil(out_w / 2)`` tiles: a whole register's worth (16 float32, 8 float64),
+    or half of one where that fills the vectors better; None where neither wastes at most one tile in 8."""
+    tiles = (out_w + 1) // 2
+    for count in (VECTOR_BYTES // np.dtype(dtype).itemsize, VECTOR_BYTES // 2 // np.dtype(dtype).itemsize):
+        if 8 * (-(-tiles // count) * count - tiles) <= -(-tiles // count) * count:
+            return count
+    return None
 
 
 def transform_weight(weight):
-    """(O, C, 3, 3) -> the 16 matrices U[xi] (O x C) packed for the microkernel (``pack_weight``), computed in
-    float64 and rounded once to the weight's dtype."""
-    u = np.einsum("ik,ockl,jl->ijoc", G, weight.astype(np.float64), G, optimize=True)
-    return pack_weight(np.ascontiguousarray(u.reshape(16, weight.shape[0], weight.shape[1]), dtype=weight.dtype))
+    """(O, C, 3, 3) -> the 16 matrices U[xi] = (G g G^T)[xi] (O x C) packed for the microkernel
+    (``pack_weight``)."""
+    u = np.empty((16,) + weight.shape[:2], dtype=weight.dtype)
+    weight_transform(np.ascontiguousarray(weight).reshape(weight.shape[0], weight.shape[1], 9), u)
+    return pack_weight(u)
 
 
-def padded_tiles(out_w, dtype) -> int:
+def _check_weight_transform(weight, u):
+    dtype = floats("weight_transform", "weight", weight, ndim=3)
+    if weight.shape[2] != 9:
+        fail("weight_transform", f"argument 'weight' must hold 3x3 kernels, (O, C, 9), got shape {weight.shape}")
+    array("weight_transform", "u", u, dtype, (16,) + weight.shape[:2], writeable=True)
+
+
+@entry(_check_weight_transform)
+@numba.njit(cache=True)
+def weight_transform(weight, u):
+    """``u[xi, o, c]`` = (G g G^T)[xi] for the 3x3 kernel g = ``weight[o, c]`` (row-major, 9 values), in float64
+    then rounded once. G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]: G g G^T is g's rows
+    times G^T, then G times the result's columns."""
+    for o in range(weight.shape[0]):
+        for c in range(weight.shape[1]):
+            g = weight[o, c]
+            top = _times_g(np.float64(g[0]), np.float64(g[1]), np.float64(g[2]))
+            middle = _times_g(np.float64(g[3]), np.float64(g[4]), np.float64(g[5]))
+            bottom = _times_g(np.float64(g[6]), np.float64(g[7]), np.float64(g[8]))
+            for j in range(4):
+                column = _times_g(top[j], middle[j], bottom[j])
+                for i in range(4):
+                    u[4 * i + j, o, c] = column[i]
+    return u
+
+
+@numba.njit(inline="always")
+def _times_g(a, b, c):
+    """G @ (a, b, c)."""
+    return a, (a + b + c) * 0.5, (a - b + c) * 0.5, c
+
+
+def padded_tiles(out_w, per_vector) -> int:
     """Tiles per row as the transforms compute them: ``ceil(out_w / 2)`` rounded up to whole vectors."""
-    per_vector = lanes(dtype)
     return -(-((out_w + 1) // 2) // per_vector) * per_vector
 
 
 def worthwhile(channels, out_channels, out_w, dtype) -> bool:
     """Whether the Winograd path should beat the direct one: both channel counts deep enough for the 16 products
-    to run near the microkernel's peak, and rows of tiles that fill their vectors (at most one tile in 8
-    computed past the row's end)."""
-    tiles = (out_w + 1) // 2
-    return min(channels, out_channels) >= 32 and 8 * (padded_tiles(out_w, dtype) - tiles) <= padded_tiles(out_w, dtype)
+    to run near the microkernel's peak, and rows of tiles that fill their vectors (``lanes``)."""
+    return min(channels, out_channels) >= 32 and lanes(out_w, dtype) is not None
 
 
-def tile_rows_per_item(channels, out_channels, out_w, dtype) -> int:
+def tile_rows_per_item(channels, out_channels, out_w, per_vector, dtype) -> int:
     """Rows of tiles per work item: as many as keep ``16 * (C + O)`` values per tile within ``ITEM_BYTES``, in
     steps that make whole blocks of the microkernel's columns (a half-empty block costs a whole one)."""
-    row_tiles = padded_tiles(out_w, dtype)
+    row_tiles = padded_tiles(out_w, per_vector)
     step = nr(dtype) // math.gcd(nr(dtype), row_tiles)
     rows = ITEM_BYTES // (row_tiles * 16 * (channels + out_channels) * np.dtype(dtype).itemsize)
     return max(step, rows // step * step)
@@ -100,11 +132,11 @@ class _Operands:
     """What both transforms' code starts from: the vector types for the arrays' dtype (a vector of LANES
     tiles, and a pair of them), the data pointers of two arrays and some integer arguments as i64."""
 
-    def __init__(self, context, builder, signature, args, arrays, integers):
+    def __init__(self, context, builder, signature, args, arrays, integers, vector_bytes):
         dtype = signature.args[arrays[0]].dtype
         float_type = ir.FloatType() if dtype == types.float32 else ir.DoubleType()
         self.item = 4 if dtype == types.float32 else 8
-        self.count = VECTOR_BYTES // self.item
+        self.count = vector_bytes // self.item
         self.vector = ir.VectorType(float_type, self.count)
         self.pair = ir.VectorType(float_type, 2 * self.count)
         self.source, self.target = (context.make_array(signature.args[k])(context, builder, args[k]).data
@@ -128,104 +160,117 @@ def _index(builder, value):
     return builder.sext(value, ir.IntType(64)) if value.type.width < 64 else value
 
 
-@intrinsic
-def _input_tiles(typingctx, padded, row_start, row_stride, v, v_start, v_stride):
-    """``v[v_start + xi*v_stride + t]`` = (B^T d_t B)[xi] for t < LANES, d_t the 4x4 patch whose top left is
-    ``padded[row_start + 2t]`` (rows ``row_stride`` apart).
+def _input_tiles_kernel(vector_bytes: int):
+    """``_input_tiles`` on vectors of ``vector_bytes`` (LANES tiles: as many as fit)."""
+    @intrinsic
+    def _input_tiles(typingctx, padded, row_start, row_stride, v, v_start, v_stride):
+        """``v[v_start + xi*v_stride + t]`` = (B^T d_t B)[xi] for t < LANES, d_t the 4x4 patch whose top left is
+        ``padded[row_start + 2t]`` (rows ``row_stride`` apart).
 
-    B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]. Each patch row is two
-    vectors of the input row (from ``2t`` and from ``2t + 2``) split into even and odd columns;
-    the caller guarantees that all of them lie inside ``padded`` and the 16 stores inside ``v``.
-    """
-    _check_transform_arrays(padded, v)
+        B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]. Each patch row is two
+        vectors of the input row (from ``2t`` and from ``2t + 2``) split into even and odd columns;
+        the caller guarantees that all of them lie inside ``padded`` and the 16 stores inside ``v``.
+        """
+        _check_transform_arrays(padded, v)
 
-    def codegen(context, builder, signature, args):
-        operands = _Operands(context, builder, signature, args, (0, 3), (1, 2, 4, 5))
-        vector, pair, count, item = operands.vector, operands.pair, operands.count, operands.item
-        source, target = operands.source, operands.target
-        start, stride, v_start, v_stride = operands.integers
-        mask = ir.VectorType(ir.IntType(32), count)
-        even = ir.Constant(mask, [2 * k for k in range(count)])
-        odd = ir.Constant(mask, [2 * k + 1 for k in range(count)])
-        undefined = ir.Constant(pair, ir.Undefined)
-        across = []  # across[k][j]: row k of the patches times B
-        for k in range(4):
-            row = builder.add(start, builder.mul(stride, ir.Constant(ir.IntType(64), k)))
-            here = _load(builder, pair, source, row, item)
-            on = _load(builder, pair, source, builder.add(row, ir.Constant(ir.IntType(64), 2)), item)
-            d0, d1 = builder.shuffle_vector(here, undefined, even), builder.shuffle_vector(here, undefined, odd)
-            d2, d3 = builder.shuffle_vector(on, undefined, even), builder.shuffle_vector(on, undefined, odd)
-            across.append([builder.fsub(d0, d2), builder.fadd(d1, d2), builder.fsub(d2, d1), builder.fsub(d1, d3)])
-        for j in range(4):
-            a0, a1, a2, a3 = (across[k][j] for k in range(4))
-            for i, value in enumerate((builder.fsub(a0, a2), builder.fadd(a1, a2), builder.fsub(a2, a1),
-                                       builder.fsub(a1, a3))):
-                at = builder.add(v_start, builder.mul(v_stride, ir.Constant(ir.IntType(64), 4 * i + j)))
-                builder.store(value, builder.bitcast(builder.gep(target, [at]), vector.as_pointer()), align=item)
-        return context.get_dummy_value()
+        def codegen(context, builder, signature, args):
+            operands = _Operands(context, builder, signature, args, (0, 3), (1, 2, 4, 5), vector_bytes)
+            vector, pair, count, item = operands.vector, operands.pair, operands.count, operands.item
+            source, target = operands.source, operands.target
+            start, stride, v_start, v_stride = operands.integers
+            mask = ir.VectorType(ir.IntType(32), count)
+            even = ir.Constant(mask, [2 * k for k in range(count)])
+            odd = ir.Constant(mask, [2 * k + 1 for k in range(count)])
+            undefined = ir.Constant(pair, ir.Undefined)
+            across = []  # across[k][j]: row k of the patches times B
+            for k in range(4):
+                row = builder.add(start, builder.mul(stride, ir.Constant(ir.IntType(64), k)))
+                here = _load(builder, pair, source, row, item)
+                on = _load(builder, pair, source, builder.add(row, ir.Constant(ir.IntType(64), 2)), item)
+                d0, d1 = builder.shuffle_vector(here, undefined, even), builder.shuffle_vector(here, undefined, odd)
+                d2, d3 = builder.shuffle_vector(on, undefined, even), builder.shuffle_vector(on, undefined, odd)
+                across.append([builder.fsub(d0, d2), builder.fadd(d1, d2), builder.fsub(d2, d1), builder.fsub(d1, d3)])
+            for j in range(4):
+                a0, a1, a2, a3 = (across[k][j] for k in range(4))
+                for i, value in enumerate((builder.fsub(a0, a2), builder.fadd(a1, a2), builder.fsub(a2, a1),
+                                           builder.fsub(a1, a3))):
+                    at = builder.add(v_start, builder.mul(v_stride, ir.Constant(ir.IntType(64), 4 * i + j)))
+                    builder.store(value, builder.bitcast(builder.gep(target, [at]), vector.as_pointer()), align=item)
+            return context.get_dummy_value()
 
-    return types.void(padded, row_start, row_stride, v, v_start, v_stride), codegen
+        return types.void(padded, row_start, row_stride, v, v_start, v_stride), codegen
+
+    return _input_tiles
 
 
-@intrinsic
-def _output_tiles(typingctx, m, m_start, m_stride, shift, out, out_start, out_stride, columns, rows):
-    """The 2x2 outputs of LANES tiles: A^T M_t A + ``shift``, M_t[xi] = ``m[m_start + xi*m_stride + t]``, stored as
-    ``rows`` (1 or 2) output rows of ``columns`` (at most 2*LANES) values from ``out[out_start]``, rows
-    ``out_stride`` apart. A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]. Returns whether every stored value is finite.
-    The caller guarantees that the loads lie inside ``m`` and the stores inside ``out``."""
-    _check_transform_arrays(m, out)
+def _output_tiles_kernel(vector_bytes: int):
+    """``_output_tiles`` on vectors of ``vector_bytes`` (LANES tiles: as many as fit)."""
+    @intrinsic
+    def _output_tiles(typingctx, m, m_start, m_stride, shift, out, out_start, out_stride, columns, rows):
+        """The 2x2 outputs of LANES tiles: A^T M_t A + ``shift``, M_t[xi] = ``m[m_start + xi*m_stride + t]``, stored as
+        ``rows`` (1 or 2) output rows of ``columns`` (at most 2*LANES) values from ``out[out_start]``, rows
+        ``out_stride`` apart. A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]. Returns whether every stored value is finite.
+        The caller guarantees that the loads lie inside ``m`` and the stores inside ``out``."""
+        _check_transform_arrays(m, out)
 
-    def codegen(context, builder, signature, args):
-        operands = _Operands(context, builder, signature, args, (0, 4), (1, 2, 5, 6, 7, 8))
-        vector, pair, count, item = operands.vector, operands.pair, operands.count, operands.item
-        source, target = operands.source, operands.target
-        m_start, m_stride, out_start, out_stride, columns, rows = operands.integers
-        index = ir.IntType(64)
-        products = [_load(builder, vector, source, builder.add(m_start, builder.mul(m_stride, ir.Constant(index, xi))),
-                          item) for xi in range(16)]
-        spread = builder.insert_element(ir.Constant(vector, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0))
-        shift = builder.shuffle_vector(spread, ir.Constant(vector, ir.Undefined),
-                                       ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
-        m_ = [[products[4 * i + j] for j in range(4)] for i in range(4)]
-        down = [[builder.fadd(builder.fadd(m_[0][j], m_[1][j]), m_[2][j]) for j in range(4)],
-                [builder.fsub(builder.fsub(m_[1][j], m_[2][j]), m_[3][j]) for j in range(4)]]
-        interleave = ir.Constant(ir.VectorType(ir.IntType(32), 2 * count),
-                                 [k // 2 + (k % 2) * count for k in range(2 * count)])
-        lane_type = ir.VectorType(index, 2 * count)
-        spread_columns = builder.insert_element(ir.Constant(lane_type, ir.Undefined), columns,
-                                                ir.Constant(ir.IntType(32), 0))
-        column_limit = builder.shuffle_vector(spread_columns, ir.Constant(lane_type, ir.Undefined),
-                                              ir.Constant(ir.VectorType(ir.IntType(32), 2 * count), [0] * (2 * count)))
-        in_row = builder.icmp_signed("<", ir.Constant(lane_type, list(range(2 * count))), column_limit)
-        mask_type = ir.VectorType(ir.IntType(1), 2 * count)
-        suffix = f"v{2 * count}{'f32' if item == 4 else 'f64'}"
-        store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [
-            pair, pair.as_pointer(), ir.IntType(32), mask_type]), f"llvm.masked.store.{suffix}.p0")
-        bad = ir.Constant(mask_type, [0] * (2 * count))
-        for r in range(2):
-            s0, s1, s2, s3 = down[r]
-            left = builder.fadd(builder.fadd(builder.fadd(s0, s1), s2), shift)
-            right = builder.fadd(builder.fsub(builder.fsub(s1, s2), s3), shift)
-            values = builder.shuffle_vector(left, right, interleave)
-            wanted = builder.select(builder.icmp_signed(">", rows, ir.Constant(index, r)), in_row,
-                                    ir.Constant(mask_type, [0] * (2 * count)))
-            at = builder.add(out_start, builder.mul(out_stride, ir.Constant(index, r)))
-            builder.call(store, [values, builder.bitcast(builder.gep(target, [at]), pair.as_pointer()),
-                                 ir.Constant(ir.IntType(32), item), wanted])
-            difference = builder.fsub(values, values)  # nan exactly where a value is inf or nan
-            bad = builder.or_(bad, builder.and_(wanted, builder.fcmp_unordered("uno", difference, difference)))
-        reduce_or = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(1), [mask_type]),
-                                                   f"llvm.vector.reduce.or.v{2 * count}i1")
-        return builder.not_(builder.call(reduce_or, [bad]))
+        def codegen(context, builder, signature, args):
+            operands = _Operands(context, builder, signature, args, (0, 4), (1, 2, 5, 6, 7, 8), vector_bytes)
+            vector, pair, count, item = operands.vector, operands.pair, operands.count, operands.item
+            source, target = operands.source, operands.target
+            m_start, m_stride, out_start, out_stride, columns, rows = operands.integers
+            index = ir.IntType(64)
+            products = [_load(builder, vector, source, builder.add(m_start, builder.mul(m_stride, ir.Constant(index, xi))),
+                              item) for xi in range(16)]
+            spread = builder.insert_element(ir.Constant(vector, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0))
+            shift = builder.shuffle_vector(spread, ir.Constant(vector, ir.Undefined),
+                                           ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
+            m_ = [[products[4 * i + j] for j in range(4)] for i in range(4)]
+            down = [[builder.fadd(builder.fadd(m_[0][j], m_[1][j]), m_[2][j]) for j in range(4)],
+                    [builder.fsub(builder.fsub(m_[1][j], m_[2][j]), m_[3][j]) for j in range(4)]]
+            interleave = ir.Constant(ir.VectorType(ir.IntType(32), 2 * count),
+                                     [k // 2 + (k % 2) * count for k in range(2 * count)])
+            lane_type = ir.VectorType(index, 2 * count)
+            spread_columns = builder.insert_element(ir.Constant(lane_type, ir.Undefined), columns,
+                                                    ir.Constant(ir.IntType(32), 0))
+            column_limit = builder.shuffle_vector(spread_columns, ir.Constant(lane_type, ir.Undefined),
+                                                  ir.Constant(ir.VectorType(ir.IntType(32), 2 * count), [0] * (2 * count)))
+            in_row = builder.icmp_signed("<", ir.Constant(lane_type, list(range(2 * count))), column_limit)
+            mask_type = ir.VectorType(ir.IntType(1), 2 * count)
+            suffix = f"v{2 * count}{'f32' if item == 4 else 'f64'}"
+            store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [
+                pair, pair.as_pointer(), ir.IntType(32), mask_type]), f"llvm.masked.store.{suffix}.p0")
+            bad = ir.Constant(mask_type, [0] * (2 * count))
+            for r in range(2):
+                s0, s1, s2, s3 = down[r]
+                left = builder.fadd(builder.fadd(builder.fadd(s0, s1), s2), shift)
+                right = builder.fadd(builder.fsub(builder.fsub(s1, s2), s3), shift)
+                values = builder.shuffle_vector(left, right, interleave)
+                wanted = builder.select(builder.icmp_signed(">", rows, ir.Constant(index, r)), in_row,
+                                        ir.Constant(mask_type, [0] * (2 * count)))
+                at = builder.add(out_start, builder.mul(out_stride, ir.Constant(index, r)))
+                builder.call(store, [values, builder.bitcast(builder.gep(target, [at]), pair.as_pointer()),
+                                     ir.Constant(ir.IntType(32), item), wanted])
+                difference = builder.fsub(values, values)  # nan exactly where a value is inf or nan
+                bad = builder.or_(bad, builder.and_(wanted, builder.fcmp_unordered("uno", difference, difference)))
+            reduce_or = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(1), [mask_type]),
+                                                       f"llvm.vector.reduce.or.v{2 * count}i1")
+            return builder.not_(builder.call(reduce_or, [bad]))
 
-    return types.boolean(m, m_start, m_stride, shift, out, out_start, out_stride, columns, rows), codegen
+        return types.boolean(m, m_start, m_stride, shift, out, out_start, out_stride, columns, rows), codegen
+
+    return _output_tiles
+
+
+#: The transforms on a whole register's worth of tiles, and on half of one for shorter rows (``lanes``).
+_input_tiles, _input_tiles_half = _input_tiles_kernel(VECTOR_BYTES), _input_tiles_kernel(VECTOR_BYTES // 2)
+_output_tiles, _output_tiles_half = _output_tiles_kernel(VECTOR_BYTES), _output_tiles_kernel(VECTOR_BYTES // 2)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The driver
 # ---------------------------------------------------------------------------------------------------------
 
-def _check_winograd(first, last, x, top, left, height_p, width_p, u_panels, bias, has_bias, out, columns,
+def _check_winograd(first, last, x, top, left, height_p, width_p, u_panels, bias, has_bias, out, columns, per_vector,
                     rows_per_item, out_h, out_w):
     f = "winograd_forward"
     dtype = floats(f, "x", x, ndim=4)
@@ -234,6 +279,9 @@ def _check_winograd(first, last, x, top, left, height_p, width_p, u_panels, bias
     integers(f, "out_h out_w", (out_h, out_w), 1)
     integer(f, "rows_per_item", rows_per_item, 1, (out_h + 1) // 2)  # the buffers are sized by it
     _check_columns(f, columns, dtype)
+    whole = VECTOR_BYTES // dtype.itemsize
+    if integer(f, "per_vector", per_vector, whole // 2, whole) not in (whole, whole // 2):
+        fail(f, f"argument 'per_vector' must be {whole} or {whole // 2} tiles for {dtype}, got {per_vector}")
     if height + top > height_p or width + left > width_p:
         fail(f, f"the padded grid {height_p}x{width_p} does not hold the {height}x{width} input at ({top}, {left})")
     if out_h + 2 != height_p or out_w + 2 != width_p:
@@ -250,18 +298,19 @@ def _check_winograd(first, last, x, top, left, height_p, width_p, u_panels, bias
 
 @entry(_check_winograd)
 @_jit_nogil
-def winograd_forward(first, last, x, top, left, height_p, width_p, u_panels, bias, has_bias, out, columns,
+def winograd_forward(first, last, x, top, left, height_p, width_p, u_panels, bias, has_bias, out, columns, per_vector,
                      rows_per_item, out_h, out_w):
     """``out`` (N, O, out_h*out_w) = the stride-1 3x3 conv of ``x`` (N, C, H, W), zero-padded at (``top``,
     ``left``) to ``height_p x width_p``, plus ``bias`` when ``has_bias``; ``u_panels`` is
-    ``transform_weight(weight)``. Runs work items ``first .. last`` of the ``N * ceil(tile rows /
-    rows_per_item)`` (image, block of tile rows). Returns whether every stored value is finite.
+    ``transform_weight(weight)``; the transforms take ``per_vector`` tiles at a time (``lanes``).
+    Runs work items ``first .. last`` of the ``N * ceil(tile rows / rows_per_item)`` (image, block
+    of tile rows). Returns whether every stored value is finite.
 
     Tile (ty, tx) of an item is column ``(ty - ty0)*row_tiles + tx`` of its transformed input and
     products, ``row_tiles`` the tiles per row rounded up to whole vectors.
     """
     channels, out_channels = x.shape[1], out.shape[1]
-    per_vector = VECTOR_BYTES // x.itemsize
+    whole = per_vector == VECTOR_BYTES // x.itemsize
     tiles_h = (out_h + 1) // 2
     row_tiles = ((out_w + 1) // 2 + per_vector - 1) // per_vector * per_vector
     grid_h, grid_w = 2 * tiles_h + 2, 2 * row_tiles + 2  # the padded input, and zeros under the rounded-up tiles
@@ -290,8 +339,11 @@ def winograd_forward(first, last, x, top, left, height_p, width_p, u_panels, bia
         for c in range(channels):
             for ty in range(ty0, ty1):
                 for tx in range(0, row_tiles, per_vector):
-                    _input_tiles(padded, c * plane + 2 * ty * grid_w + 2 * tx, grid_w, v,
-                                 c * wide + (ty - ty0) * row_tiles + tx, channels * wide)
+                    at, to = c * plane + 2 * ty * grid_w + 2 * tx, c * wide + (ty - ty0) * row_tiles + tx
+                    if whole:
+                        _input_tiles(padded, at, grid_w, v, to, channels * wide)
+                    else:
+                        _input_tiles_half(padded, at, grid_w, v, to, channels * wide)
         count = (ty1 - ty0) * row_tiles
         for xi in range(16):
             for q0 in range(0, count, columns):
@@ -304,7 +356,13 @@ def winograd_forward(first, last, x, top, left, height_p, width_p, u_panels, bia
             shift = bias[o] if has_bias else zero
             for ty in range(ty0, ty1):
                 for tx in range(0, row_tiles, per_vector):
-                    finite &= _output_tiles(m, o * wide + (ty - ty0) * row_tiles + tx, out_channels * wide, shift,
-                                            flat, ((b * out_channels + o) * out_h + 2 * ty) * out_w + 2 * tx, out_w,
-                                            min(2 * per_vector, out_w - 2 * tx), min(2, out_h - 2 * ty))
+                    at = o * wide + (ty - ty0) * row_tiles + tx
+                    to = ((b * out_channels + o) * out_h + 2 * ty) * out_w + 2 * tx
+                    columns_here, rows_here = min(2 * per_vector, out_w - 2 * tx), min(2, out_h - 2 * ty)
+                    if whole:
+                        finite &= _output_tiles(m, at, out_channels * wide, shift, flat, to, out_w, columns_here,
+                                                rows_here)
+                    else:
+                        finite &= _output_tiles_half(m, at, out_channels * wide, shift, flat, to, out_w, columns_here,
+                                                     rows_here)
     return finite

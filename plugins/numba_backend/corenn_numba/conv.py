@@ -180,11 +180,12 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
         if (tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and groups == 1
                 and winograd.worthwhile(channels, out_channels, out_size[1], x4.dtype)):
             u_panels = winograd.transform_weight(weight_g.reshape(out_channels, channels, 3, 3))
-            rows = min(winograd.tile_rows_per_item(channels, out_channels, out_size[1], x4.dtype),
+            per_vector = winograd.lanes(out_size[1], x4.dtype)
+            rows = min(winograd.tile_rows_per_item(channels, out_channels, out_size[1], per_vector, x4.dtype),
                        (out_size[0] + 1) // 2)
             items = n * -(-((out_size[0] + 1) // 2) // rows)
             if all(split(winograd.winograd_forward, items, work * 4 // 9, x4, top, left, height_p, width_p, u_panels,
-                         bias, has_bias, out, columns, rows, *out_size, hold_blas=True)):
+                         bias, has_bias, out, columns, per_vector, rows, *out_size, hold_blas=True)):
                 return True
             # An inf or nan among the outputs: the direct product below gives the values the core does (see
             # _winograd_jit), and reports them for the float32 overflow check as ever.

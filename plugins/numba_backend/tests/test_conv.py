@@ -170,12 +170,15 @@ def test_tile_edges_short_last_block_same_as_core(dtype, stride, last_rows):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("size, padding", [((29, 30), 1), ((7, 9), 1), ((8, 6), ((0, 2), (2, 0)))])
-def test_winograd_same_as_core(monkeypatch, dtype, size, padding):
-    # Winograd F(2x2, 3x3) for the forward and the stride-1 input gradient, forced on for small shapes too:
-    # odd output sizes (a partial tile row and column), a row of tiles shorter than a vector, asymmetric
-    # padding (the core pads with F.pad first, then convolves unpadded).
+@pytest.mark.parametrize("vector", ["whole", "half"])
+def test_winograd_same_as_core(monkeypatch, dtype, size, padding, vector):
+    # Winograd F(2x2, 3x3) for the forward and the stride-1 input gradient, forced on for small shapes too, on
+    # either width of the transforms' vectors: odd output sizes (a partial tile row and column), rows of tiles
+    # shorter than a vector, asymmetric padding (the core pads with F.pad first, then convolves unpadded).
     winograd = numba_conv.winograd
+    whole = winograd.VECTOR_BYTES // np.dtype(dtype).itemsize
     monkeypatch.setattr(winograd, "worthwhile", lambda channels, out_channels, out_w, dtype: True)
+    monkeypatch.setattr(winograd, "lanes", lambda out_w, dtype: whole if vector == "whole" else whole // 2)
     calls = []
     forward = winograd.winograd_forward
     monkeypatch.setattr(winograd, "winograd_forward", lambda *args: calls.append(1) or forward(*args))
@@ -193,9 +196,13 @@ def test_winograd_same_as_core(monkeypatch, dtype, size, padding):
 
 def test_winograd_runs_where_it_pays_and_leaves_inf_and_nan_to_the_direct_product():
     winograd = numba_conv.winograd
-    assert winograd.worthwhile(64, 64, 32, np.float32)        # 16 tiles a row: whole vectors
-    assert not winograd.worthwhile(16, 32, 14, np.float32)    # few channels, and 7 tiles in a vector of 16
-    assert not winograd.worthwhile(64, 64, 16, np.float32)    # 8 tiles in a vector of 16
+    # Tiles per vector: 16 float32 (a whole AVX-512 register), or 8 where that wastes less, as long as at most
+    # one tile in 8 is computed past a row's end.
+    assert [winograd.lanes(out_w, np.float32) for out_w in (32, 28, 16, 14, 20, 6)] == [16, 16, 8, 8, None, None]
+    assert winograd.lanes(16, np.float64) == 8 and winograd.lanes(8, np.float64) == 4
+    assert winograd.worthwhile(64, 64, 32, np.float32) and winograd.worthwhile(32, 64, 16, np.float32)
+    assert not winograd.worthwhile(16, 32, 14, np.float32)  # too few channels for the 16 products
+    assert not winograd.worthwhile(64, 64, 20, np.float32)  # 10 tiles a row: 6 of 16 wasted
     # An inf in the input: Winograd's transforms would give nan (inf - inf) to outputs whose window does not
     # hold it; the direct product runs instead and gives the core's values, inf, nan and numbers alike.
     rng = np.random.default_rng(0)
@@ -218,7 +225,11 @@ def test_winograd_refuses_a_weight_of_another_shape_by_name():
     u_panels = winograd.transform_weight(np.zeros((8, 3, 3, 3), np.float32))  # 3 input channels, not 4
     with pytest.raises(ValueError, match=r"winograd_forward\(\): argument 'u_panels' must have shape"):
         winograd.winograd_forward(0, 1, x, 1, 1, 8, 8, u_panels, np.zeros(8, np.float32), True, out,
-                                  numba_conv.gemm.nr(np.float32), 3, 6, 6)
+                                  numba_conv.gemm.nr(np.float32), 16, 3, 6, 6)
+    u_panels = winograd.transform_weight(np.zeros((8, 4, 3, 3), np.float32))
+    with pytest.raises(ValueError, match=r"winograd_forward\(\): argument 'per_vector' must be 16 or 8 tiles"):
+        winograd.winograd_forward(0, 1, x, 1, 1, 8, 8, u_panels, np.zeros(8, np.float32), True, out,
+                                  numba_conv.gemm.nr(np.float32), 12, 3, 6, 6)
 
 
 def test_stride1_tiles_follow_output_rows_where_that_computes_fewer():
