@@ -12,10 +12,12 @@ Those 16 products, C deep, run on the microkernel: 16 multiply-adds per output a
 for a 2x2 tile, where the direct product takes 36.
 
 The transforms are additions, written as LLVM IR like the microkernel (``_input_tiles``,
-``_output_tiles``): a vector holds ``LANES`` consecutive tiles of a row (64 bytes: 16 float32),
-whose patches are two vectors of the input row deinterleaved into even and odd columns. A row of
-tiles is cut into such chunks (the last one partly outside the image: computed, not stored), so
-this pays off where output rows are long next to a chunk (``worthwhile``).
+``_output_tiles``): a vector holds ``LANES`` consecutive tiles of a row (64 bytes, 16 float32
+tiles; or 32 bytes, 8 of them, for short rows), whose patches are two vectors of the input row
+deinterleaved into even and odd columns. A row of tiles is cut into such chunks (the last one
+partly outside the image: computed, not stored), so it runs where at most one tile in 8 is wasted
+that way (``lanes``, ``worthwhile``). The weight's transform is a compiled loop per call: the
+weights change every step.
 
 Where it is not exact: the transforms add and subtract a tile's values, so an inf in the input
 can turn neighbouring outputs into nan (inf - inf) where the direct product gives numbers, and a
