@@ -40,11 +40,11 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 from corenn_numba._checks import array, entry, fail, floats, integer, integers, work_range
-from corenn_numba._gemm_jit import (MR, SINGLE_ROWS_MAX, _check_bias, _check_columns, _pad_image, _store, nr,
-                                    pack_weight)
+from corenn_numba._gemm_jit import (MR, SINGLE_ROWS_MAX, _check_bias, _check_columns, _Kernel, _pad_image, _store,
+                                    nr, pack_weight)
 
 _jit_nogil = numba.njit(cache=True, nogil=True)
 
@@ -59,9 +59,9 @@ ITEM_BYTES = 1 << 19
 def lanes(out_w, dtype) -> int | None:
     """Tiles per vector for rows of ``ceil(out_w / 2)`` tiles: a whole register's worth (16 float32, 8 float64),
     or half of one where that fills the vectors better; None where neither wastes at most one tile in 8."""
-    tiles = (out_w + 1) // 2
     for count in (VECTOR_BYTES // np.dtype(dtype).itemsize, VECTOR_BYTES // 2 // np.dtype(dtype).itemsize):
-        if 8 * (-(-tiles // count) * count - tiles) <= -(-tiles // count) * count:
+        padded = padded_tiles(out_w, count)
+        if 8 * (padded - (out_w + 1) // 2) <= padded:
             return count
     return None
 
@@ -106,7 +106,8 @@ def _times_g(a, b, c):
     return a, (a + b + c) * 0.5, (a - b + c) * 0.5, c
 
 
-def padded_tiles(out_w, per_vector) -> int:
+@register_jitable  # plain Python here, inlined in the driver
+def padded_tiles(out_w, per_vector):
     """Tiles per row as the transforms compute them: ``ceil(out_w / 2)`` rounded up to whole vectors."""
     return -(-((out_w + 1) // 2) // per_vector) * per_vector
 
@@ -141,9 +142,10 @@ class _Operands:
         self.count = vector_bytes // self.item
         self.vector = ir.VectorType(float_type, self.count)
         self.pair = ir.VectorType(float_type, 2 * self.count)
+        self.kernel = _Kernel(context, builder, dtype)  # the microkernel's IR helpers: as_index, splat
         self.source, self.target = (context.make_array(signature.args[k])(context, builder, args[k]).data
                                     for k in arrays)
-        self.integers = [_index(builder, args[k]) for k in integers]
+        self.integers = [self.kernel.as_index(args[k]) for k in integers]
 
 
 def _check_transform_arrays(*arrays):
@@ -157,9 +159,6 @@ def _load(builder, vector_type, data, at, item):
     pointer = builder.bitcast(builder.gep(data, [at]), vector_type.as_pointer())
     return builder.load(pointer, align=item)
 
-
-def _index(builder, value):
-    return builder.sext(value, ir.IntType(64)) if value.type.width < 64 else value
 
 
 def _input_tiles_kernel(vector_bytes: int):
@@ -221,22 +220,18 @@ def _output_tiles_kernel(vector_bytes: int):
             source, target = operands.source, operands.target
             m_start, m_stride, out_start, out_stride, columns, rows = operands.integers
             index = ir.IntType(64)
-            products = [_load(builder, vector, source, builder.add(m_start, builder.mul(m_stride, ir.Constant(index, xi))),
-                              item) for xi in range(16)]
-            spread = builder.insert_element(ir.Constant(vector, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0))
-            shift = builder.shuffle_vector(spread, ir.Constant(vector, ir.Undefined),
-                                           ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
+            splat = operands.kernel.splat
+            products = [_load(builder, vector, source,
+                              builder.add(m_start, builder.mul(m_stride, ir.Constant(index, k))), item)
+                        for k in range(16)]
+            shift = splat(args[3], vector)
             m_ = [[products[4 * i + j] for j in range(4)] for i in range(4)]
             down = [[builder.fadd(builder.fadd(m_[0][j], m_[1][j]), m_[2][j]) for j in range(4)],
                     [builder.fsub(builder.fsub(m_[1][j], m_[2][j]), m_[3][j]) for j in range(4)]]
             interleave = ir.Constant(ir.VectorType(ir.IntType(32), 2 * count),
                                      [k // 2 + (k % 2) * count for k in range(2 * count)])
             lane_type = ir.VectorType(index, 2 * count)
-            spread_columns = builder.insert_element(ir.Constant(lane_type, ir.Undefined), columns,
-                                                    ir.Constant(ir.IntType(32), 0))
-            column_limit = builder.shuffle_vector(spread_columns, ir.Constant(lane_type, ir.Undefined),
-                                                  ir.Constant(ir.VectorType(ir.IntType(32), 2 * count), [0] * (2 * count)))
-            in_row = builder.icmp_signed("<", ir.Constant(lane_type, list(range(2 * count))), column_limit)
+            in_row = builder.icmp_signed("<", ir.Constant(lane_type, list(range(2 * count))), splat(columns, lane_type))
             mask_type = ir.VectorType(ir.IntType(1), 2 * count)
             suffix = f"v{2 * count}{'f32' if item == 4 else 'f64'}"
             store = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [
@@ -314,7 +309,7 @@ def winograd_forward(first, last, x, top, left, height_p, width_p, u_panels, bia
     channels, out_channels = x.shape[1], out.shape[1]
     whole = per_vector == VECTOR_BYTES // x.itemsize
     tiles_h = (out_h + 1) // 2
-    row_tiles = ((out_w + 1) // 2 + per_vector - 1) // per_vector * per_vector
+    row_tiles = padded_tiles(out_w, per_vector)
     grid_h, grid_w = 2 * tiles_h + 2, 2 * row_tiles + 2  # the padded input, and zeros under the rounded-up tiles
     items_per_image = (tiles_h + rows_per_item - 1) // rows_per_item
     wide = (rows_per_item * row_tiles + columns - 1) // columns * columns
