@@ -5,9 +5,10 @@ machine's full width, where numpy's OpenBLAS may use half of it), without an im2
 
 - forward, stride 1 (every 'same' and 'valid' 3x3 conv): an implicit GEMM whose B operand
   is read in place from each image zero-padded in cache, its tiles stored straight from
-  registers (``microkernel_store``); a 3x3 conv with 32 or more channels each way and long
-  output rows runs as Winograd's F(2x2, 3x3) instead (``_winograd_jit``: 2.25x fewer
-  multiply-adds), falling back to the direct product where an output is inf or nan;
+  registers (``microkernel_store``); a 3x3 conv with 32 or more channels each way, whose rows
+  of tiles fill the transforms' vectors, runs as Winograd's F(2x2, 3x3) instead
+  (``_winograd_jit``: 2.25x fewer multiply-adds), falling back to the direct product where an
+  output is inf or nan;
 - forward, other strides: the im2col columns of a few output pixels are packed straight into
   the panel the microkernel reads, and consumed while in cache;
 - backward, stride 1: the input gradient is itself a stride-1 conv (of the output gradient
@@ -176,19 +177,12 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
         cropped, ((top, bottom), (left, right)) = gemm.crop_negative_pads(x4, pads)
         x4 = np.ascontiguousarray(cropped)
         height_p, width_p = x4.shape[2] + top + bottom, x4.shape[3] + left + right
-        channels, out_channels = x4.shape[1], out.shape[1]
         if (tuple(kernel) == (3, 3) and tuple(dilation) == (1, 1) and groups == 1
-                and winograd.worthwhile(channels, out_channels, out_size[1], x4.dtype)):
-            u_panels = winograd.transform_weight(weight_g.reshape(out_channels, channels, 3, 3))
-            per_vector = winograd.lanes(out_size[1], x4.dtype)
-            rows = min(winograd.tile_rows_per_item(channels, out_channels, out_size[1], per_vector, x4.dtype),
-                       (out_size[0] + 1) // 2)
-            items = n * -(-((out_size[0] + 1) // 2) // rows)
-            if all(split(winograd.winograd_forward, items, work * 4 // 9, x4, top, left, height_p, width_p, u_panels,
-                         bias, has_bias, out, columns, per_vector, rows, *out_size, hold_blas=True)):
-                return True
-            # An inf or nan among the outputs: the direct product below gives the values the core does (see
-            # _winograd_jit), and reports them for the float32 overflow check as ever.
+                and winograd.worthwhile(x4.shape[1], out.shape[1], out_size[1], x4.dtype)
+                and _winograd_conv(x4, weight_g, bias, has_bias, out, top, left, height_p, width_p, out_size, work)):
+            return True
+        # Otherwise, or where Winograd left an inf or nan among the outputs, the direct product: it gives the
+        # values the core does (see _winograd_jit), and reports them for the float32 overflow check as ever.
         panels = gemm.pack_weight(weight_g)
         line_blocks = gemm.stride1_line_blocks(columns, width_p, *out_size)
         tiles = gemm.image_blocks(line_blocks, columns, width_p, *out_size)
@@ -198,6 +192,19 @@ def _gemm_conv(x4, weight_g, bias, out, pads, stride, dilation, kernel, out_size
     panels = gemm.pack_weight(weight_g)
     return all(split(gemm.conv_forward, n * groups * -(-out.shape[2] // columns), work, x4, panels, bias, has_bias,
                      out, columns, *kernel, *stride, pads[0][0], pads[1][0], *dilation, *out_size, hold_blas=True))
+
+
+def _winograd_conv(x4, weight_g, bias, has_bias, out, top, left, height_p, width_p, out_size, work) -> bool:
+    """``_gemm_conv``'s stride-1 3x3 conv as Winograd's F(2x2, 3x3) (``_winograd_jit``); whether every output is
+    finite."""
+    channels, out_channels = x4.shape[1], out.shape[1]
+    u_panels = winograd.transform_weight(weight_g.reshape(out_channels, channels, 3, 3))
+    per_vector = winograd.lanes(out_size[1], x4.dtype)
+    tile_rows = (out_size[0] + 1) // 2
+    rows = min(winograd.tile_rows_per_item(channels, out_channels, out_size[1], per_vector, x4.dtype), tile_rows)
+    return all(split(winograd.winograd_forward, x4.shape[0] * -(-tile_rows // rows), work * 4 // 9, x4, top, left,
+                     height_p, width_p, u_panels, bias, has_bias, out, gemm.nr(x4.dtype), per_vector, rows,
+                     *out_size, hold_blas=True))
 
 
 def _stride1_rows(x4, weight_g):
